@@ -1,0 +1,63 @@
+// Command virtstation-webhook serves Virtstation's admission webhooks and runs
+// their helper reconcilers, as one controller-runtime manager.
+package main
+
+import (
+	"flag"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/virtstation/virtstation/webhooks"
+)
+
+func main() {
+	var (
+		port        int
+		certDir     string
+		metricsAddr string
+		probeAddr   string
+		leaderElect bool
+		leaderNS    string
+	)
+	flag.IntVar(&port, "webhook-port", 9443, "port the webhook server listens on")
+	flag.StringVar(&certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with tls.crt and tls.key; reloaded when they change")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint (0 disables it)")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	flag.BoolVar(&leaderElect, "leader-elect", true, "run the reconcilers on one replica at a time (webhooks serve on every replica)")
+	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace)")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  webhooks.NewScheme(),
+		Cache:                   cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "virtstation-webhook",
+		LeaderElectionNamespace: leaderNS,
+		WebhookServer:           webhook.NewServer(webhook.Options{Port: port, CertDir: certDir}),
+	})
+	if err != nil {
+		log.Error(err, "create manager")
+		os.Exit(1)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	if err := webhooks.Setup(ctx, mgr); err != nil {
+		log.Error(err, "set up webhooks")
+		os.Exit(1)
+	}
+	log.Info("starting", "webhookPort", port, "certDir", certDir)
+	if err := mgr.Start(ctx); err != nil {
+		log.Error(err, "manager stopped")
+		os.Exit(1)
+	}
+}

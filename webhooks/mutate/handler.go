@@ -1,0 +1,106 @@
+package mutate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// Path is where the mutating webhook for VirtualMachines is served.
+const Path = "/mutate-kubevirt-io-v1-virtualmachine"
+
+// The API server calls the webhook only for VMs labelled
+// virtstation.io/managed=true (objectSelector), so failurePolicy=fail cannot
+// block unmanaged VMs. reinvocationPolicy=IfNeeded re-runs it after other
+// mutating webhooks; the mutation is idempotent.
+//
+// +kubebuilder:webhookconfiguration:mutating=true,name=virtstation-mutating
+// +kubebuilder:webhook:path=/mutate-kubevirt-io-v1-virtualmachine,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=kubevirt.io,resources=virtualmachines,verbs=create;update,versions=v1,name=vm.mutate.virtstation.io,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=5,serviceName=virtstation-webhook,serviceNamespace=virtstation-system,patch=`{"objectSelector":{"matchLabels":{"virtstation.io/managed":"true"}},"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","virtstation-system"]}]}}`
+
+// Handler is the mutating webhook for VirtualMachines. It decodes the
+// request, runs Mutate, and answers with a JSON patch against the raw object.
+// It is safe for concurrent use.
+type Handler struct {
+	cluster Cluster
+}
+
+// NewHandler returns a Handler that reads cluster state from cluster.
+func NewHandler(cluster Cluster) *Handler {
+	return &Handler{cluster: cluster}
+}
+
+var _ admission.Handler = (*Handler)(nil)
+
+// Handle implements admission.Handler.
+func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	in, err := decodeInput(req)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	res, err := Mutate(ctx, in, h.cluster)
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "mutation failed", "uid", req.UID, "namespace", in.Namespace, "name", in.Name)
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not mutate the VirtualMachine; see the webhook log for request %s", req.UID))
+	}
+	if len(res.Denied) > 0 {
+		resp := Deny(res.Denied)
+		resp.Warnings = res.Warnings
+		return resp
+	}
+	out, err := json.Marshal(res.Object)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encode mutated object: %w", err))
+	}
+	resp := admission.PatchResponseFromRaw(req.Object.Raw, out)
+	resp.Warnings = res.Warnings
+	return resp
+}
+
+// decodeInput reads the request's object (and old object on UPDATE).
+func decodeInput(req admission.Request) (Input, error) {
+	in := Input{Operation: req.Operation, Namespace: req.Namespace, Name: req.Name}
+	if err := json.Unmarshal(req.Object.Raw, &in.Object); err != nil {
+		return Input{}, fmt.Errorf("decode VirtualMachine: %w", err)
+	}
+	in.VM = &kubevirtv1.VirtualMachine{}
+	if err := json.Unmarshal(req.Object.Raw, in.VM); err != nil {
+		return Input{}, fmt.Errorf("decode VirtualMachine: %w", err)
+	}
+	if in.Name == "" {
+		in.Name = in.VM.Name
+	}
+	if in.Namespace == "" {
+		in.Namespace = in.VM.Namespace
+	}
+	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
+		in.OldVM = &kubevirtv1.VirtualMachine{}
+		if err := json.Unmarshal(req.OldObject.Raw, in.OldVM); err != nil {
+			return Input{}, fmt.Errorf("decode old VirtualMachine: %w", err)
+		}
+	}
+	return in, nil
+}
+
+// Deny builds a 403 response whose message lists every field error (path,
+// rule and fix) and whose status details carry them as causes, as the API
+// server's own validation does.
+func Deny(errs field.ErrorList) admission.Response {
+	resp := admission.Denied(errs.ToAggregate().Error())
+	causes := make([]metav1.StatusCause, 0, len(errs))
+	for _, e := range errs {
+		causes = append(causes, metav1.StatusCause{Type: metav1.CauseType(e.Type), Message: e.ErrorBody(), Field: e.Field})
+	}
+	resp.Result.Details = &metav1.StatusDetails{Causes: causes}
+	return resp
+}

@@ -1,0 +1,241 @@
+package mutate
+
+import (
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/mac"
+)
+
+// defaultInterface is the name KubeVirt gives an auto-attached pod interface.
+const defaultInterface = "default"
+
+var fieldInterfaces = field.NewPath("spec", "template", "spec", "domain", "devices", "interfaces")
+
+// podTarget is where the MAC goes.
+type podTarget struct {
+	// index of the pod-network interface in devices.interfaces.
+	index int
+	name  string
+	// current MAC on the interface, "" when none.
+	current string
+	// addDefault: the VM has no interfaces and auto-attach is on, so the
+	// webhook adds the default masquerade interface and pod network.
+	addDefault bool
+}
+
+// findPodInterface locates the pod-network interface, or says why there is
+// none to pin.
+func findPodInterface(spec *kubevirtv1.VirtualMachineInstanceSpec) (podTarget, string) {
+	ifaces := spec.Domain.Devices.Interfaces
+	podNetwork := ""
+	for _, n := range spec.Networks {
+		if n.Pod != nil {
+			podNetwork = n.Name
+			break
+		}
+	}
+	if podNetwork == "" {
+		autoattach := spec.Domain.Devices.AutoattachPodInterface
+		if len(spec.Networks) == 0 && len(ifaces) == 0 && (autoattach == nil || *autoattach) {
+			return podTarget{name: defaultInterface, addDefault: true}, ""
+		}
+		if len(spec.Networks) == 0 && len(ifaces) == 0 {
+			return podTarget{}, "autoattachPodInterface is false and the VM has no interfaces"
+		}
+		return podTarget{}, "the VM has no pod network"
+	}
+	for i, iface := range ifaces {
+		if iface.Name == podNetwork {
+			return podTarget{index: i, name: iface.Name, current: iface.MacAddress}, ""
+		}
+	}
+	return podTarget{}, fmt.Sprintf("pod network %q has no interface of the same name", podNetwork)
+}
+
+// pinMAC pins a MAC on the pod-network interface. It never rewrites a MAC
+// the interface already has: that would mark a running VM RestartRequired.
+func pinMAC(m *mutation) error {
+	vm := m.in.VM
+	annPath := field.NewPath("metadata", "annotations").Key(api.AnnotationMAC)
+	setting, err := api.ParseMACAnnotation(vm.Annotations[api.AnnotationMAC])
+	if err != nil {
+		m.denied = append(m.denied, field.Invalid(annPath, vm.Annotations[api.AnnotationMAC],
+			fmt.Sprintf("%v (rule: mac; fix: set it to auto, off, or a unicast MAC such as 02:00:5e:10:00:01)", err)))
+		return nil
+	}
+	if setting.Mode == api.MACOff || vm.Spec.Template == nil {
+		return nil
+	}
+	target, why := findPodInterface(&vm.Spec.Template.Spec)
+	if why != "" {
+		m.warnings = append(m.warnings, fmt.Sprintf("virtstation: MAC not pinned: %s", why))
+		return nil
+	}
+	self := types.NamespacedName{Namespace: m.in.Namespace, Name: m.in.Name}
+
+	if target.current != "" {
+		return m.keepMAC(target, setting, self)
+	}
+
+	addr, record, err := m.chooseMAC(target, setting, self)
+	if err != nil {
+		return err
+	}
+	if target.addDefault {
+		if err := m.addDefaultInterface(); err != nil {
+			return err
+		}
+		if record != nil {
+			record.AddedInterface = true
+		}
+	}
+	ifaces := getList(m.obj, pathInterfaces)
+	ifaces[target.index].(map[string]any)["macAddress"] = addr.String()
+	if err := setList(m.obj, ifaces, pathInterfaces); err != nil {
+		return fmt.Errorf("set mac address: %w", err)
+	}
+	m.injected.MAC = record
+	return nil
+}
+
+// keepMAC validates a MAC the interface already has and keeps it.
+func (m *mutation) keepMAC(target podTarget, setting api.MACSetting, self types.NamespacedName) error {
+	fld := fieldInterfaces.Index(target.index).Child("macAddress")
+	addr, err := mac.Parse(target.current)
+	if err == nil {
+		err = mac.ValidateAssignable(addr)
+	}
+	if err != nil {
+		m.denied = append(m.denied, field.Invalid(fld, target.current,
+			fmt.Sprintf("%v (rule: mac; fix: remove macAddress to get a derived MAC, or give a unicast MAC such as 02:00:5e:10:00:01)", err)))
+		return nil
+	}
+	if setting.Mode == api.MACFixed && !mac.Equal(setting.Address, addr) {
+		m.warnings = append(m.warnings, fmt.Sprintf(
+			"virtstation: interface %q keeps its MAC %s; the %s annotation (%s) is ignored because an existing MAC is never rewritten (a running VM would need a restart); remove %s to change it",
+			target.name, addr, api.AnnotationMAC, setting.Address, fld))
+	}
+	if err := m.warnDuplicate(addr, self); err != nil {
+		return err
+	}
+	// Keep the record only when this MAC is the one the webhook pinned.
+	if m.prev.MAC != nil && m.prev.MAC.Interface == target.name && strings.EqualFold(m.prev.MAC.Address, addr.String()) {
+		m.injected.MAC = m.prev.MAC
+	}
+	return nil
+}
+
+// chooseMAC picks the MAC for an interface that has none, and the record of
+// it (nil when the MAC is the user's own, restored from the stored object).
+func (m *mutation) chooseMAC(target podTarget, setting api.MACSetting, self types.NamespacedName) (net.HardwareAddr, *InjectedMAC, error) {
+	// An UPDATE that drops the MAC (kubectl replace, a GitOps tool) keeps
+	// the stored one: the MAC of an existing VM never changes.
+	if old := m.storedMAC(target.name); old != nil {
+		var record *InjectedMAC
+		if prev, err := ParseInjected(m.in.OldVM.Annotations[api.AnnotationInjected]); err == nil &&
+			prev.MAC != nil && prev.MAC.Interface == target.name && strings.EqualFold(prev.MAC.Address, old.String()) {
+			record = prev.MAC
+		}
+		return old, record, nil
+	}
+	if setting.Mode == api.MACFixed {
+		if err := m.warnDuplicate(setting.Address, self); err != nil {
+			return nil, nil, err
+		}
+		return setting.Address, &InjectedMAC{Interface: target.name, Address: setting.Address.String(), Source: SourceAnnotation}, nil
+	}
+	var lookupErr error
+	taken := func(addr net.HardwareAddr) bool {
+		owners, err := m.otherOwners(addr, self)
+		if err != nil {
+			lookupErr = err
+			return false
+		}
+		return len(owners) > 0
+	}
+	addr, _, err := mac.Derive(self.Namespace, self.Name, taken)
+	if lookupErr != nil {
+		return nil, nil, lookupErr
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return addr, &InjectedMAC{Interface: target.name, Address: addr.String(), Source: SourceDerived}, nil
+}
+
+// storedMAC is the valid MAC the stored object (UPDATE only) has on the
+// interface with the given name, or nil.
+func (m *mutation) storedMAC(iface string) net.HardwareAddr {
+	if m.in.Operation != admissionv1.Update || m.in.OldVM == nil || m.in.OldVM.Spec.Template == nil {
+		return nil
+	}
+	for _, i := range m.in.OldVM.Spec.Template.Spec.Domain.Devices.Interfaces {
+		if i.Name != iface || i.MacAddress == "" {
+			continue
+		}
+		addr, err := mac.Parse(i.MacAddress)
+		if err != nil || mac.ValidateAssignable(addr) != nil {
+			return nil
+		}
+		return addr
+	}
+	return nil
+}
+
+// warnDuplicate adds a warning when other VMs already use addr.
+func (m *mutation) warnDuplicate(addr net.HardwareAddr, self types.NamespacedName) error {
+	owners, err := m.otherOwners(addr, self)
+	if err != nil {
+		return err
+	}
+	if len(owners) == 0 {
+		return nil
+	}
+	names := make([]string, len(owners))
+	for i, o := range owners {
+		names[i] = o.String()
+	}
+	m.warnings = append(m.warnings, fmt.Sprintf(
+		"virtstation: MAC %s is also used by VirtualMachine %s; two VMs with one MAC on a shared network will conflict",
+		addr, strings.Join(names, ", ")))
+	return nil
+}
+
+// otherOwners lists the VMs other than self that use addr, sorted.
+func (m *mutation) otherOwners(addr net.HardwareAddr, self types.NamespacedName) ([]types.NamespacedName, error) {
+	owners, err := m.cluster.MACOwners(m.ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("look up mac owners: %w", err)
+	}
+	out := owners[:0:0]
+	for _, o := range owners {
+		if o != self {
+			out = append(out, o)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out, nil
+}
+
+// addDefaultInterface writes the interface and network KubeVirt would
+// auto-attach, with masquerade binding, so the MAC has a place to go.
+func (m *mutation) addDefaultInterface() error {
+	iface := []any{map[string]any{"name": defaultInterface, "masquerade": map[string]any{}}}
+	network := []any{map[string]any{"name": defaultInterface, "pod": map[string]any{}}}
+	if err := setList(m.obj, iface, pathInterfaces); err != nil {
+		return fmt.Errorf("add default interface: %w", err)
+	}
+	if err := setList(m.obj, network, pathNetworks); err != nil {
+		return fmt.Errorf("add default network: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package mutate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/virtstation/virtstation/api"
+)
+
+// Input is one admission of a VirtualMachine.
+type Input struct {
+	// Operation is CREATE or UPDATE.
+	Operation admissionv1.Operation
+	// Namespace and Name identify the VM; on CREATE they come from the
+	// request when the object leaves them out.
+	Namespace, Name string
+	// Object is the request's object as decoded JSON. Mutate works on a deep
+	// copy and never changes it.
+	Object map[string]any
+	// VM is the typed view of Object, for reading.
+	VM *kubevirtv1.VirtualMachine
+	// OldVM is the stored object on UPDATE, nil otherwise.
+	OldVM *kubevirtv1.VirtualMachine
+}
+
+// Result is the outcome of a mutation.
+type Result struct {
+	// Object is the mutated object.
+	Object map[string]any
+	// Injected is what the webhook did, as also recorded in the annotation.
+	Injected Injected
+	// Warnings explain what was skipped; they go back as admission warnings.
+	Warnings []string
+	// Denied, when not empty, rejects the admission.
+	Denied field.ErrorList
+}
+
+// mutation is the state the steps share.
+type mutation struct {
+	ctx     context.Context
+	cluster Cluster
+	in      Input
+	// obj is the object being built.
+	obj map[string]any
+	// prev is the record a previous admission left on the object.
+	prev     Injected
+	injected Injected
+	warnings []string
+	denied   field.ErrorList
+}
+
+// step is one concern of the mutation. It edits m.obj and m.injected, adds
+// warnings or denials, and returns an error only for internal faults.
+type step func(m *mutation) error
+
+// steps run in order. Each reads the typed request (m.in.VM) and owns
+// distinct fields of the object.
+var steps = []step{
+	pinMAC,
+}
+
+// Mutate applies every step to a copy of the input object. It is a pure
+// function of the input and what cluster reports, and idempotent: mutating
+// its result again yields the same object.
+func Mutate(ctx context.Context, in Input, cluster Cluster) (Result, error) {
+	m := &mutation{
+		ctx:     ctx,
+		cluster: cluster,
+		in:      in,
+		obj:     deepCopyJSON(in.Object),
+	}
+	prev, err := ParseInjected(in.VM.Annotations[api.AnnotationInjected])
+	if err != nil {
+		// A record that does not parse is ours to rewrite, not a user error.
+		m.warnings = append(m.warnings, fmt.Sprintf("annotation %s was not valid JSON and is rewritten", api.AnnotationInjected))
+	}
+	m.prev = prev
+	for _, s := range steps {
+		if err := s(m); err != nil {
+			return Result{}, err
+		}
+	}
+	if len(m.denied) > 0 {
+		return Result{Denied: m.denied, Warnings: m.warnings}, nil
+	}
+	record := ""
+	if !m.injected.IsZero() {
+		b, err := json.Marshal(m.injected)
+		if err != nil {
+			return Result{}, fmt.Errorf("encode injected record: %w", err)
+		}
+		record = string(b)
+	}
+	if err := setAnnotation(m.obj, api.AnnotationInjected, record); err != nil {
+		return Result{}, fmt.Errorf("write injected record: %w", err)
+	}
+	return Result{Object: m.obj, Injected: m.injected, Warnings: m.warnings}, nil
+}
+
+// deepCopyJSON copies a decoded JSON value.
+func deepCopyJSON(v map[string]any) map[string]any {
+	out := make(map[string]any, len(v))
+	for k, x := range v {
+		out[k] = copyValue(x)
+	}
+	return out
+}
+
+func copyValue(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		return deepCopyJSON(t)
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = copyValue(x)
+		}
+		return out
+	default:
+		return t
+	}
+}
