@@ -12,7 +12,7 @@ TEST_FLAGS ?= -count=1 -p 1 -timeout 15m
 
 export CERT_MANAGER_VERSION
 
-.PHONY: all build test unit envtest-bins manifests crds generate verify-generated lint fmt vet demo fuzz clean
+.PHONY: all build test unit envtest-bins manifests crds generate verify-generated lint fmt check-format vet demo fuzz clean
 
 all: build
 
@@ -41,7 +41,7 @@ verify-generated: $(CONTROLLER_GEN)
 	hack/verify-generated.sh
 
 ## test: unit tests, envtest integration tests, and generated-file drift.
-test: envtest-bins verify-generated
+test: envtest-bins verify-generated vet check-format
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) test $(TEST_FLAGS) ./...
 
 ## unit: tests that need no control plane.
@@ -55,6 +55,9 @@ fuzz:
 	$(GO) test ./api -run '^$$' -fuzz FuzzParseMACAnnotation -fuzztime $(FUZZTIME)
 	$(GO) test ./webhooks/mutate -run '^$$' -fuzz FuzzMutate -fuzztime $(FUZZTIME)
 
+check-format:
+	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
@@ -63,8 +66,7 @@ vet:
 
 ## lint: gofmt, go vet, and golangci-lint when it installs from the module proxy.
 GOLANGCI_LINT_VERSION := v2.15.0
-lint: vet
-	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+lint: vet check-format
 	@if [ ! -x $(BIN)/golangci-lint ]; then \
 	  GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) || \
 	  echo "lint: golangci-lint did not install; gofmt and go vet passed"; fi

@@ -287,3 +287,28 @@ func TestSchemaRejectsMisspelledField(t *testing.T) {
 		t.Fatalf("strict create with a misspelled field = %v, want an unknown-field error", err)
 	}
 }
+
+// TestGenerateNameVMsGetDistinctMACs: the API server names a generateName VM
+// after the webhooks ran, so the MAC cannot come from the name; two such VMs
+// must still get their own MACs.
+func TestGenerateNameVMsGetDistinctMACs(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "genname")
+	var macs []string
+	for i := 0; i < 2; i++ {
+		vm := newVM(ns, "", managed, withPodInterface("default", ""))
+		vm.GenerateName = "ws-"
+		if err := env.Client.Create(ctx, vm); err != nil {
+			t.Fatal(err)
+		}
+		got := podMAC(vm, "default")
+		addr, err := mac.Parse(got)
+		if err != nil || mac.ValidateAssignable(addr) != nil {
+			t.Fatalf("%s got MAC %q: %v", vm.Name, got, err)
+		}
+		macs = append(macs, got)
+	}
+	if macs[0] == macs[1] {
+		t.Fatalf("two generateName VMs share MAC %s", macs[0])
+	}
+}

@@ -69,7 +69,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 
 // decodeInput reads the request's object (and old object on UPDATE).
 func decodeInput(req admission.Request) (Input, error) {
-	in := Input{Operation: req.Operation, Namespace: req.Namespace, Name: req.Name}
+	in := Input{Operation: req.Operation, Namespace: req.Namespace, Name: req.Name, RequestUID: string(req.UID)}
 	if err := json.Unmarshal(req.Object.Raw, &in.Object); err != nil {
 		return Input{}, fmt.Errorf("decode VirtualMachine: %w", err)
 	}

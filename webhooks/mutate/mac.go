@@ -162,7 +162,7 @@ func (m *mutation) chooseMAC(target podTarget, setting api.MACSetting, self type
 		}
 		return len(owners) > 0
 	}
-	addr, _, err := mac.Derive(self.Namespace, self.Name, taken)
+	addr, _, err := mac.Derive(self.Namespace, m.macSeedName(), taken)
 	if lookupErr != nil {
 		return nil, nil, lookupErr
 	}
@@ -170,6 +170,17 @@ func (m *mutation) chooseMAC(target podTarget, setting api.MACSetting, self type
 		return nil, nil, err
 	}
 	return addr, &InjectedMAC{Interface: target.name, Address: addr.String(), Source: SourceDerived}, nil
+}
+
+// macSeedName is the name the MAC is derived from. A VM created with
+// generateName has no name at admission (the API server picks it after the
+// webhooks), so its MAC is derived from the prefix and the request UID: still
+// fixed for the life of the VM, because the webhook never rewrites a MAC.
+func (m *mutation) macSeedName() string {
+	if m.in.Name != "" {
+		return m.in.Name
+	}
+	return m.in.VM.GenerateName + "@" + m.in.RequestUID
 }
 
 // storedMAC is the valid MAC the stored object (UPDATE only) has on the

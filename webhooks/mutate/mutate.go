@@ -19,6 +19,9 @@ type Input struct {
 	// Namespace and Name identify the VM; on CREATE they come from the
 	// request when the object leaves them out.
 	Namespace, Name string
+	// RequestUID identifies the admission request; it seeds the MAC of a VM
+	// created with generateName, which has no name yet at admission.
+	RequestUID string
 	// Object is the request's object as decoded JSON. Mutate works on a deep
 	// copy and never changes it.
 	Object map[string]any

@@ -35,14 +35,16 @@ type Reporter struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
-	once    sync.Once
 	started time.Time
 	mu      sync.Mutex
 	seen    map[types.UID]string
 }
 
-// SetupWithManager registers the reporter for managed VirtualMachines.
+// SetupWithManager registers the reporter for managed VirtualMachines. VMs
+// created from now on are reported.
 func (r *Reporter) SetupWithManager(mgr ctrl.Manager) error {
+	r.started = r.now()
+	r.seen = map[types.UID]string{}
 	managed := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[api.LabelManaged] == api.LabelTrue
 	})
@@ -54,10 +56,6 @@ func (r *Reporter) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	r.once.Do(func() {
-		r.started = r.now()
-		r.seen = map[types.UID]string{}
-	})
 	var vm kubevirtv1.VirtualMachine
 	if err := r.Reader.Get(ctx, req.NamespacedName, &vm); err != nil {
 		if apierrors.IsNotFound(err) {

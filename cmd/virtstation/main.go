@@ -1,0 +1,79 @@
+// Command virtstation is Virtstation's command-line tool:
+//
+//	virtstation render -f vm.yaml [--objects objects.yaml] [-n namespace] [-o yaml|json]
+//	virtstation demo [-f examples/]
+//
+// render shows, offline, what the webhooks would do to a manifest; demo runs
+// the product on an embedded local control plane.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// Exit codes; scripts rely on them.
+const (
+	exitOK = 0
+	// exitFailure: the command failed (a demo that could not start, …).
+	exitFailure = 1
+	// exitBadInput: unreadable input or bad flags.
+	exitBadInput = 2
+	// exitDenied: render denied at least one object.
+	exitDenied = 3
+)
+
+// streams are the command's standard streams.
+type streams struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+// command runs one subcommand and returns its exit code.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, s streams) int
+}
+
+var commands = map[string]command{
+	"render": {"print VirtualMachines as the webhooks would admit them (offline)", runRender},
+	"demo":   {"run the webhooks on a local control plane and apply examples", runDemo},
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], streams{in: os.Stdin, out: os.Stdout, err: os.Stderr})
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, s streams) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(s.err)
+		return exitBadInput
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(s.err, "virtstation: unknown command %q\n", args[0])
+		usage(s.err)
+		return exitBadInput
+	}
+	return cmd.run(ctx, args[1:], s)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: virtstation <command> [flags]")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/virtstation/virtstation/render"
+)
+
+func runRender(ctx context.Context, args []string, s streams) int {
+	fs := flag.NewFlagSet("render", flag.ContinueOnError)
+	fs.SetOutput(s.err)
+	file := fs.String("f", "", "manifest file to render (- for stdin)")
+	objects := fs.String("objects", "", "multi-document YAML of the objects that already exist in the cluster (other VMs, DataVolumes, PVCs, Secrets)")
+	namespace := fs.String("n", "default", "namespace of objects that set none")
+	output := fs.String("o", "yaml", "output format: yaml or json")
+	if err := fs.Parse(args); err != nil {
+		return exitBadInput
+	}
+	if *file == "" || fs.NArg() > 0 {
+		fmt.Fprintln(s.err, "usage: virtstation render -f vm.yaml [--objects objects.yaml] [-n namespace] [-o yaml|json]")
+		return exitBadInput
+	}
+	if *output != "yaml" && *output != "json" {
+		fmt.Fprintf(s.err, "render: -o %q: want yaml or json\n", *output)
+		return exitBadInput
+	}
+	manifests, err := readObjectsFrom(*file, s.in)
+	if err != nil {
+		fmt.Fprintf(s.err, "render: %s: %v\n", *file, err)
+		return exitBadInput
+	}
+	var cluster []render.Object
+	if *objects != "" {
+		if cluster, err = readObjectsFrom(*objects, s.in); err != nil {
+			fmt.Fprintf(s.err, "render: %s: %v\n", *objects, err)
+			return exitBadInput
+		}
+	}
+	verdicts, err := render.Render(ctx, render.Options{Manifests: manifests, Cluster: cluster, Namespace: *namespace})
+	if err != nil {
+		fmt.Fprintf(s.err, "render: %v\n", err)
+		return exitBadInput
+	}
+
+	code := exitOK
+	var admitted []render.Object
+	for _, v := range verdicts {
+		for _, w := range v.Warnings {
+			fmt.Fprintf(s.err, "warning: %s/%s: %s\n", v.Namespace, v.Name, w)
+		}
+		for _, d := range v.Denied {
+			fmt.Fprintf(s.err, "denied: %s/%s: %s\n", v.Namespace, v.Name, d.Error())
+			code = exitDenied
+		}
+		if v.Object != nil {
+			admitted = append(admitted, v.Object)
+		}
+	}
+	if err := writeObjects(s.out, admitted, *output); err != nil {
+		fmt.Fprintf(s.err, "render: %v\n", err)
+		return exitFailure
+	}
+	return code
+}
+
+func readObjectsFrom(path string, stdin io.Reader) ([]render.Object, error) {
+	if path == "-" {
+		return render.ReadObjects(stdin)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return render.ReadObjects(f)
+}
+
+// writeObjects prints objects as multi-document YAML, or as JSON: the object
+// itself when there is one, a v1 List otherwise (as kubectl prints).
+func writeObjects(w io.Writer, objs []render.Object, format string) error {
+	if format == "json" {
+		var v any = map[string]any{"apiVersion": "v1", "kind": "List", "items": objs}
+		if len(objs) == 1 {
+			v = objs[0]
+		}
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	}
+	for i, o := range objs {
+		b, err := yaml.Marshal(o)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			if _, err := io.WriteString(w, "---\n"); err != nil {
+				return err
+			}
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func TestRender(t *testing.T) {
+	cases := map[string]struct {
+		args     []string
+		stdin    string
+		wantCode int
+	}{
+		"derived-mac":       {args: []string{"-f", "vm.yaml"}, wantCode: exitOK},
+		"derived-mac-json":  {args: []string{"-f", "vm.yaml", "-o", "json"}, wantCode: exitOK},
+		"mixed-namespace":   {args: []string{"-f", "mixed.yaml", "-n", "team-b"}, wantCode: exitOK},
+		"collision-rehash":  {args: []string{"-f", "vm.yaml", "--objects", "taken.yaml"}, wantCode: exitOK},
+		"update-keeps-mac":  {args: []string{"-f", "vm.yaml", "--objects", "stored.yaml"}, wantCode: exitOK},
+		"denied":            {args: []string{"-f", "denied.yaml"}, wantCode: exitDenied},
+		"stdin":             {args: []string{"-f", "-"}, stdin: "kind: VirtualMachine\napiVersion: kubevirt.io/v1\nmetadata: {name: s, labels: {virtstation.io/managed: \"true\"}}\nspec: {template: {spec: {domain: {devices: {}}}}}\n", wantCode: exitOK},
+		"unreadable-yaml":   {args: []string{"-f", "broken.yaml"}, wantCode: exitBadInput},
+		"missing-file":      {args: []string{"-f", "nope.yaml"}, wantCode: exitBadInput},
+		"bad-output-format": {args: []string{"-f", "vm.yaml", "-o", "xml"}, wantCode: exitBadInput},
+		"no-file-flag":      {args: nil, wantCode: exitBadInput},
+	}
+	dir := filepath.Join("testdata", "render")
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Chdir(dir)
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), append([]string{"render"}, tc.args...),
+				streams{in: strings.NewReader(tc.stdin), out: &stdout, err: &stderr})
+			if code != tc.wantCode {
+				t.Errorf("exit code = %d, want %d; stderr:\n%s", code, tc.wantCode, stderr.String())
+			}
+			golden(t, name+".stdout.golden", stdout.Bytes())
+			golden(t, name+".stderr.golden", stderr.Bytes())
+		})
+	}
+}
+
+// TestRenderIsIdempotent feeds render's output back in: the second pass must
+// print the same bytes, as the webhook's reinvocation would leave the VM.
+func TestRenderIsIdempotent(t *testing.T) {
+	t.Chdir(filepath.Join("testdata", "render"))
+	var first, second, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"render", "-f", "mixed.yaml", "-n", "team-b"}, streams{out: &first, err: &stderr}); code != exitOK {
+		t.Fatalf("first pass: exit %d: %s", code, stderr.String())
+	}
+	if code := run(context.Background(), []string{"render", "-f", "-", "-n", "team-b"}, streams{in: bytes.NewReader(first.Bytes()), out: &second, err: &stderr}); code != exitOK {
+		t.Fatalf("second pass: exit %d: %s", code, stderr.String())
+	}
+	if first.String() != second.String() {
+		t.Fatalf("render is not idempotent:\nfirst:\n%s\nsecond:\n%s", first.String(), second.String())
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(name, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatalf("%v (run go test ./cmd/virtstation -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}

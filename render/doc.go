@@ -1,0 +1,5 @@
+// Package render runs the webhooks' mutation offline: it reads manifests and
+// a description of the cluster state, and returns the VirtualMachines as the
+// API server would admit them, with the denials and warnings the webhooks
+// would give. `virtstation render` is its command-line face.
+package render
