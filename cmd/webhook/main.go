@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/virtstation/virtstation/webhooks"
 )
@@ -44,7 +43,7 @@ func main() {
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "virtstation-webhook",
 		LeaderElectionNamespace: leaderNS,
-		WebhookServer:           webhook.NewServer(webhook.Options{Port: port, CertDir: certDir}),
+		WebhookServer:           webhooks.NewServer(webhooks.ServerOptions{Port: port, CertDir: certDir}),
 	})
 	if err != nil {
 		log.Error(err, "create manager")

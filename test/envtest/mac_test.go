@@ -312,3 +312,29 @@ func TestGenerateNameVMsGetDistinctMACs(t *testing.T) {
 		t.Fatalf("two generateName VMs share MAC %s", macs[0])
 	}
 }
+
+// TestDuplicateMACIsWarned: a MAC another VM already uses is allowed, with a
+// warning that names that VM.
+func TestDuplicateMACIsWarned(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "dup")
+	const addr = "02:5e:00:00:00:07"
+	first := newVM(ns, "first", withPodInterface("default", addr))
+	if err := env.Client.Create(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		return env.Manager.GetCache().Get(ctx, client.ObjectKeyFromObject(first), &kubevirtv1.VirtualMachine{})
+	})
+	c, warnings := newClient(t)
+	second := newVM(ns, "second", managed, withPodInterface("default", ""), withAnnotation(api.AnnotationMAC, addr))
+	if err := c.Create(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	if got := podMAC(second, "default"); got != addr {
+		t.Fatalf("macAddress = %q, want the annotated %q", got, addr)
+	}
+	if err := containsAny(warnings.take(), "also used by VirtualMachine "+ns+"/first"); err != nil {
+		t.Fatal(err)
+	}
+}
