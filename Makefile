@@ -51,9 +51,9 @@ unit:
 ## fuzz: run every fuzz target for FUZZTIME each.
 FUZZTIME ?= 20s
 fuzz:
-	$(GO) test ./mac -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
-	$(GO) test ./api -run '^$$' -fuzz FuzzParseMACAnnotation -fuzztime $(FUZZTIME)
-	$(GO) test ./webhooks/mutate -run '^$$' -fuzz FuzzMutate -fuzztime $(FUZZTIME)
+	$(GO) test ./mac -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./api -run '^$$' -fuzz FuzzParseMACAnnotation -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./webhooks/mutate -run '^$$' -fuzz FuzzMutate -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 
 check-format:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -123,15 +123,15 @@ func nameOf(obj Object) string {
 	return name
 }
 
-// typedVM decodes obj, defaulting its namespace.
+// typedVM decodes obj as the webhook does, defaulting its namespace.
 func typedVM(obj Object, ns string) (*kubevirtv1.VirtualMachine, error) {
 	b, err := json.Marshal(obj)
 	if err != nil {
 		return nil, err
 	}
-	vm := &kubevirtv1.VirtualMachine{}
-	if err := json.Unmarshal(b, vm); err != nil {
-		return nil, fmt.Errorf("decode VirtualMachine: %w", err)
+	_, vm, err := mutate.DecodeVM(b)
+	if err != nil {
+		return nil, err
 	}
 	if vm.Name == "" {
 		return nil, fmt.Errorf("VirtualMachine has no metadata.name (generateName cannot be rendered offline)")

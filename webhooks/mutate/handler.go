@@ -70,12 +70,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 // decodeInput reads the request's object (and old object on UPDATE).
 func decodeInput(req admission.Request) (Input, error) {
 	in := Input{Operation: req.Operation, Namespace: req.Namespace, Name: req.Name, RequestUID: string(req.UID)}
-	if err := json.Unmarshal(req.Object.Raw, &in.Object); err != nil {
-		return Input{}, fmt.Errorf("decode VirtualMachine: %w", err)
-	}
-	in.VM = &kubevirtv1.VirtualMachine{}
-	if err := json.Unmarshal(req.Object.Raw, in.VM); err != nil {
-		return Input{}, fmt.Errorf("decode VirtualMachine: %w", err)
+	var err error
+	if in.Object, in.VM, err = DecodeVM(req.Object.Raw); err != nil {
+		return Input{}, err
 	}
 	if in.Name == "" {
 		in.Name = in.VM.Name

@@ -99,7 +99,14 @@ func pinMAC(m *mutation) error {
 		}
 	}
 	ifaces := getList(m.obj, pathInterfaces)
-	ifaces[target.index].(map[string]any)["macAddress"] = addr.String()
+	iface, ok := listItem(ifaces, target.index, target.name)
+	if !ok {
+		// DecodeVM keeps the typed and generic views in step; this only
+		// guards against a caller that did not use it.
+		m.warnings = append(m.warnings, fmt.Sprintf("virtstation: MAC not pinned: interface %q not found in the object as sent", target.name))
+		return nil
+	}
+	iface["macAddress"] = addr.String()
 	if err := setList(m.obj, ifaces, pathInterfaces); err != nil {
 		return fmt.Errorf("set mac address: %w", err)
 	}
@@ -121,7 +128,7 @@ func (m *mutation) keepMAC(target podTarget, setting api.MACSetting, self types.
 	}
 	if setting.Mode == api.MACFixed && !mac.Equal(setting.Address, addr) {
 		m.warnings = append(m.warnings, fmt.Sprintf(
-			"virtstation: interface %q keeps its MAC %s; the %s annotation (%s) is ignored because an existing MAC is never rewritten (a running VM would need a restart); remove %s to change it",
+			"virtstation: interface %q keeps its MAC %s; the %s annotation (%s) is ignored because an existing MAC is never rewritten by the webhook (a running VM would need a restart); to change it, set %s yourself",
 			target.name, addr, api.AnnotationMAC, setting.Address, fld))
 	}
 	if err := m.warnDuplicate(addr, self); err != nil {

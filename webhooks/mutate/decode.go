@@ -1,0 +1,85 @@
+package mutate
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	kubevirtv1 "kubevirt.io/api/core/v1"
+)
+
+// DecodeVM decodes a VirtualMachine's JSON twice: as a generic object (what
+// the mutation edits, so unknown fields survive) and as the typed view (what
+// the mutation reads). encoding/json matches keys case-insensitively, so a
+// key like "Interfaces" would fill the typed view while the generic object
+// has no "interfaces": the two views would disagree. The API server prunes
+// such keys before admission; for other callers (render) DecodeVM rejects
+// them with the path and the key that was meant.
+func DecodeVM(raw []byte) (map[string]any, *kubevirtv1.VirtualMachine, error) {
+	var obj map[string]any
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, nil, fmt.Errorf("decode VirtualMachine: %w", err)
+	}
+	vm := &kubevirtv1.VirtualMachine{}
+	if err := json.Unmarshal(raw, vm); err != nil {
+		return nil, nil, fmt.Errorf("decode VirtualMachine: %w", err)
+	}
+	canonical, err := json.Marshal(vm)
+	if err != nil {
+		return nil, nil, fmt.Errorf("decode VirtualMachine: %w", err)
+	}
+	var typed map[string]any
+	if err := json.Unmarshal(canonical, &typed); err != nil {
+		return nil, nil, fmt.Errorf("decode VirtualMachine: %w", err)
+	}
+	if err := checkKeyCase(obj, typed, ""); err != nil {
+		return nil, nil, err
+	}
+	return obj, vm, nil
+}
+
+// checkKeyCase walks raw beside the typed view's encoding and fails on a key
+// that only matches a known field when case is ignored.
+func checkKeyCase(raw, typed any, path string) error {
+	switch r := raw.(type) {
+	case map[string]any:
+		folded := make(map[string]string, len(r))
+		for k := range r {
+			lk := strings.ToLower(k)
+			if other, dup := folded[lk]; dup {
+				a, b := min(k, other), max(k, other)
+				return fmt.Errorf("decode VirtualMachine: fields %s.%s and %s.%s differ only in case", path, a, path, b)
+			}
+			folded[lk] = k
+		}
+		t, ok := typed.(map[string]any)
+		if !ok {
+			return nil
+		}
+		for k, v := range r {
+			if tv, ok := t[k]; ok {
+				if err := checkKeyCase(v, tv, path+"."+k); err != nil {
+					return err
+				}
+				continue
+			}
+			for tk := range t {
+				if strings.EqualFold(tk, k) {
+					return fmt.Errorf("decode VirtualMachine: field %s%s: keys are case-sensitive, want %q", path, "."+k, tk)
+				}
+			}
+		}
+	case []any:
+		t, ok := typed.([]any)
+		if !ok || len(t) != len(r) {
+			return nil
+		}
+		for i := range r {
+			if err := checkKeyCase(r[i], t[i], path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
