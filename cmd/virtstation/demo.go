@@ -9,13 +9,11 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"go.uber.org/zap/zapcore"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -118,33 +116,10 @@ func writeKubeconfig(env *envtest.Env, path string) error {
 	return os.WriteFile(path, b, 0o600)
 }
 
-// warnings collects the admission warnings of one request.
-type warnings struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.list = append(w.list, text)
-}
-
-func (w *warnings) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.list
-	w.list = nil
-	return out
-}
-
 // applyAndShow creates each object through the API server and prints every
 // VirtualMachine as stored, with what the webhook injected.
 func applyAndShow(ctx context.Context, env *envtest.Env, objs []render.Object, out io.Writer) error {
-	warn := &warnings{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandlerWithContext = warn
-	c, err := client.New(cfg, client.Options{Scheme: env.Manager.GetScheme()})
+	c, warn, err := env.ClientWithWarnings()
 	if err != nil {
 		return err
 	}
@@ -166,7 +141,7 @@ func applyAndShow(ctx context.Context, env *envtest.Env, objs []render.Object, o
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(u), vm); err != nil {
 			return err
 		}
-		if err := showVM(out, vm, warn.take()); err != nil {
+		if err := showVM(out, vm, warn.Take()); err != nil {
 			return err
 		}
 		if vm.Labels[api.LabelManaged] == api.LabelTrue {

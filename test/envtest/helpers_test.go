@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,41 +11,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/test/envtest"
 )
 
-// warningRecorder collects the admission warnings the API server relays.
-type warningRecorder struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (w *warningRecorder) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.list = append(w.list, text)
-}
-
-func (w *warningRecorder) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.list
-	w.list = nil
-	return out
-}
-
 // newClient returns a direct client whose warnings land in the recorder.
-func newClient(t *testing.T) (client.Client, *warningRecorder) {
+func newClient(t *testing.T) (client.Client, *envtest.WarningRecorder) {
 	t.Helper()
-	w := &warningRecorder{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandlerWithContext = w
-	c, err := client.New(cfg, client.Options{Scheme: env.Manager.GetScheme()})
+	c, w, err := env.ClientWithWarnings()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func TestVMWithoutInterfacesGetsDefaultMasquerade(t *testing.T) {
 	if n := len(off.Spec.Template.Spec.Domain.Devices.Interfaces); n != 0 {
 		t.Fatalf("autoattachPodInterface=false: got %d interfaces, want none", n)
 	}
-	if err := containsAny(warnings.take(), "MAC not pinned: autoattachPodInterface is false"); err != nil {
+	if err := containsAny(warnings.Take(), "MAC not pinned: autoattachPodInterface is false"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -154,7 +154,7 @@ func TestUpdateNeverChangesExistingMAC(t *testing.T) {
 	if got := podMAC(vm, "default"); got != pinned {
 		t.Fatalf("after annotation change macAddress = %q, want %q kept", got, pinned)
 	}
-	if err := containsAny(warnings.take(), "is never rewritten"); err != nil {
+	if err := containsAny(warnings.Take(), "is never rewritten"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -334,7 +334,7 @@ func TestDuplicateMACIsWarned(t *testing.T) {
 	if got := podMAC(second, "default"); got != addr {
 		t.Fatalf("macAddress = %q, want the annotated %q", got, addr)
 	}
-	if err := containsAny(warnings.take(), "also used by VirtualMachine "+ns+"/first"); err != nil {
+	if err := containsAny(warnings.Take(), "also used by VirtualMachine "+ns+"/first"); err != nil {
 		t.Fatal(err)
 	}
 }
