@@ -21,6 +21,27 @@ const (
 	// AnnotationMAC is auto (default), off, or a MAC address for the
 	// pod-network interface.
 	AnnotationMAC = "virtstation.io/mac"
+	// AnnotationDataDisks lists the data disks to attach and mount:
+	// "name:/mount[,name:/mount]" or a JSON list (see ParseDataDisks).
+	AnnotationDataDisks = "virtstation.io/data-disks"
+	// AnnotationGPUs lists GPUs as "deviceName=count[,…]".
+	AnnotationGPUs = "virtstation.io/gpus"
+	// AnnotationSSHUser is the guest account SSH keys are given to.
+	AnnotationSSHUser = "virtstation.io/ssh-user"
+	// AnnotationSSHPropagation is qemuGuestAgent (default) or cloudInit.
+	AnnotationSSHPropagation = "virtstation.io/ssh-propagation"
+	// AnnotationVideo sets domain.devices.video.type.
+	AnnotationVideo = "virtstation.io/video"
+	// AnnotationSharedMemory is denied by policy: VMs cannot use shared memory.
+	AnnotationSharedMemory = "virtstation.io/shared-memory"
+)
+
+// Labels Virtstation puts on the objects it creates.
+const (
+	// LabelManagedBy marks Secrets the webhooks and reconcilers own.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByValue is LabelManagedBy's value.
+	ManagedByValue = "virtstation"
 )
 
 // Annotations the webhooks write.

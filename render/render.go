@@ -4,12 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/webhooks/mutate"
 )
 
@@ -35,6 +42,9 @@ type Verdict struct {
 	Managed  bool
 	Warnings []string
 	Denied   field.ErrorList
+	// Secrets the webhook would write for the VM (the per-VM SSH keys and
+	// merged user-data Secrets).
+	Secrets []Object
 }
 
 // Render admits each manifest in order, as the API server would with the
@@ -52,6 +62,15 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 			order = append(order, key)
 		}
 		existing[key] = vm
+	}
+	static := mutate.NewStaticCluster(nil)
+	static.CollectKeys = func(s []corev1.Secret) []string { keys, _ := sshkeys.Collect(s); return keys }
+	// Data disks, Secrets and VMIs in the manifests count as existing for
+	// the VMs, as when applied together.
+	for i, obj := range append(append([]Object(nil), opts.Cluster...), opts.Manifests...) {
+		if err := addState(static, obj, ns); err != nil {
+			return nil, fmt.Errorf("object %d: %w", i+1, err)
+		}
 	}
 	for i, obj := range opts.Cluster {
 		if !isVM(obj) {
@@ -90,7 +109,7 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 		for _, k := range order {
 			vms = append(vms, *existing[k])
 		}
-		res, err := mutate.Mutate(ctx, in, mutate.NewStaticCluster(vms))
+		res, err := mutate.Mutate(ctx, in, static.WithVMs(vms))
 		if err != nil {
 			return nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
 		}
@@ -101,6 +120,13 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 			continue
 		}
 		v.Object = res.Object
+		for _, w := range res.Secrets {
+			sec, err := toObject(readableSecret(w.Secret))
+			if err != nil {
+				return nil, err
+			}
+			v.Secrets = append(v.Secrets, sec)
+		}
 		admitted, err := typedVM(res.Object, vm.Namespace)
 		if err != nil {
 			return nil, fmt.Errorf("manifest %d (%s): re-read mutated object: %w", i+1, key, err)
@@ -157,5 +183,66 @@ func withNamespace(obj Object, ns string) Object {
 	}
 	md["namespace"] = ns
 	out["metadata"] = md
+	return out
+}
+
+// addState records a DataVolume, PVC, Secret or VMI for the cluster view.
+func addState(c *mutate.StaticCluster, obj Object, ns string) error {
+	u := &unstructured.Unstructured{Object: obj}
+	if u.GetNamespace() == "" {
+		u = u.DeepCopy()
+		u.SetNamespace(ns)
+	}
+	switch u.GroupVersionKind().GroupKind() {
+	case schema.GroupKind{Group: "cdi.kubevirt.io", Kind: "DataVolume"}:
+		c.AddDataDisk(mutate.KindDataVolume, u.GetNamespace(), u.GetName(), u.GetLabels())
+	case schema.GroupKind{Kind: "PersistentVolumeClaim"}:
+		c.AddDataDisk(mutate.KindPVC, u.GetNamespace(), u.GetName(), u.GetLabels())
+	case schema.GroupKind{Group: "kubevirt.io", Kind: "VirtualMachineInstance"}:
+		c.AddVMI(u.GetNamespace(), u.GetName())
+	case schema.GroupKind{Kind: "Secret"}:
+		var s corev1.Secret
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &s); err != nil {
+			return fmt.Errorf("decode Secret %s: %w", u.GetName(), err)
+		}
+		for k, v := range s.StringData {
+			if s.Data == nil {
+				s.Data = map[string][]byte{}
+			}
+			s.Data[k] = []byte(v)
+		}
+		c.AddSecret(&s)
+	}
+	return nil
+}
+
+// toObject converts a typed object to the generic form render prints.
+func toObject(o runtime.Object) (Object, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil, err
+	}
+	if md, ok := m["metadata"].(map[string]any); ok {
+		delete(md, "creationTimestamp")
+	}
+	return m, nil
+}
+
+// readableSecret moves UTF-8 data to stringData, which kubectl applies the
+// same way, so rendered Secrets can be read and diffed.
+func readableSecret(s *corev1.Secret) *corev1.Secret {
+	out := s.DeepCopy()
+	for k, v := range s.Data {
+		if utf8.Valid(v) {
+			if out.StringData == nil {
+				out.StringData = map[string]string{}
+			}
+			out.StringData[k] = string(v)
+			delete(out.Data, k)
+		}
+	}
+	if len(out.Data) == 0 {
+		out.Data = nil
+	}
 	return out
 }

@@ -6,15 +6,20 @@ import (
 	"net/http"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/webhooks/mutate"
 )
 
@@ -31,18 +36,58 @@ func NewScheme() *runtime.Scheme {
 	return s
 }
 
-// Setup registers the webhooks, their cache indexes, the reconcilers and the
-// health checks on mgr.
+// Secret sweeping: a Secret written for an admission that was then rejected
+// gets orphanGrace to see its VM appear before it is deleted.
+const (
+	orphanGrace = 10 * time.Minute
+	sweepEvery  = 5 * time.Minute
+)
+
+// Setup registers the webhooks, their cache indexes and informers, the
+// reconcilers and the health checks on mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &kubevirtv1.VirtualMachine{}, mutate.IndexMAC, mutate.MACIndexer); err != nil {
 		return fmt.Errorf("index virtual machines by mac: %w", err)
 	}
-	srv := mgr.GetWebhookServer()
-	srv.Register(mutate.Path, &webhook.Admission{Handler: mutate.NewHandler(mutate.CacheCluster{Reader: mgr.GetCache()})})
+	cdi, err := hasDataVolumes(mgr)
+	if err != nil {
+		return err
+	}
+	informers := []client.Object{&kubevirtv1.VirtualMachineInstance{}, &corev1.PersistentVolumeClaim{}, &corev1.Secret{}}
+	if cdi {
+		informers = append(informers, &cdiv1beta1.DataVolume{})
+	} else {
+		ctrl.Log.WithName("setup").Info("CDI is not installed: data disks are bare PVCs only")
+	}
+	for _, obj := range informers {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			return fmt.Errorf("start informer for %T: %w", obj, err)
+		}
+	}
 
-	reporter := &mutate.Reporter{Reader: mgr.GetCache(), Recorder: mgr.GetEventRecorder("virtstation-webhook")}
+	cluster := mutate.CacheCluster{
+		Reader: mgr.GetCache(), APIReader: mgr.GetAPIReader(), NoDataVolumes: !cdi,
+		CollectKeys: func(s []corev1.Secret) []string { keys, _ := sshkeys.Collect(s); return keys },
+	}
+	srv := mgr.GetWebhookServer()
+	srv.Register(mutate.Path, &webhook.Admission{Handler: mutate.NewHandler(cluster,
+		mutate.WithSecretWriter(mutate.ClientSecretWriter{Client: mgr.GetClient()}))})
+
+	recorder := mgr.GetEventRecorder("virtstation-webhook")
+	reporter := &mutate.Reporter{Reader: mgr.GetCache(), Recorder: recorder}
 	if err := reporter.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up injection reporter: %w", err)
+	}
+	adopter := &mutate.Adopter{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
+	if err := adopter.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up secret adopter: %w", err)
+	}
+	if err := mgr.Add(&mutate.Sweeper{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Suffixes: []string{mutate.UserDataSecretName(""), sshkeys.SecretName("")},
+		Grace:    orphanGrace, Every: sweepEvery,
+	}); err != nil {
+		return fmt.Errorf("add secret sweeper: %w", err)
 	}
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -59,4 +104,16 @@ func Setup(ctx context.Context, mgr ctrl.Manager) error {
 		}
 		return nil
 	})
+}
+
+// hasDataVolumes reports whether the cluster serves CDI's DataVolume.
+func hasDataVolumes(mgr ctrl.Manager) (bool, error) {
+	_, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: cdiv1beta1.SchemeGroupVersion.Group, Kind: "DataVolume"}, cdiv1beta1.SchemeGroupVersion.Version)
+	if meta.IsNoMatchError(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up DataVolume: %w", err)
+	}
+	return true, nil
 }

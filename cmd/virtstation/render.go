@@ -61,6 +61,7 @@ func runRender(ctx context.Context, args []string, s streams) int {
 		}
 		if v.Object != nil {
 			admitted = append(admitted, v.Object)
+			admitted = append(admitted, v.Secrets...)
 		}
 	}
 	if err := writeObjects(s.out, admitted, *output); err != nil {

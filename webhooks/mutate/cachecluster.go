@@ -4,10 +4,14 @@ import (
 	"context"
 	"net"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/mac"
 )
 
@@ -35,9 +39,17 @@ func MACIndexer(obj client.Object) []string {
 }
 
 // CacheCluster answers Cluster from a controller-runtime cache that has the
-// IndexMAC index on VirtualMachines.
+// IndexMAC index on VirtualMachines and informers on VirtualMachineInstances,
+// DataVolumes, PVCs and key Secrets.
 type CacheCluster struct {
+	// Reader is the cache.
 	Reader client.Reader
+	// APIReader reads Secrets the cache does not hold.
+	APIReader client.Reader
+	// CollectKeys turns key Secrets into normalized public keys.
+	CollectKeys func([]corev1.Secret) []string
+	// NoDataVolumes: CDI is not installed; data disks are bare PVCs only.
+	NoDataVolumes bool
 }
 
 var _ Cluster = CacheCluster{}
@@ -53,4 +65,60 @@ func (c CacheCluster) MACOwners(ctx context.Context, addr net.HardwareAddr) ([]t
 		out = append(out, client.ObjectKeyFromObject(&vms.Items[i]))
 	}
 	return out, nil
+}
+
+// DataDisk implements Cluster from the DataVolume and PVC caches.
+func (c CacheCluster) DataDisk(ctx context.Context, namespace, name string) (string, bool, error) {
+	key := client.ObjectKey{Namespace: namespace, Name: name}
+	if !c.NoDataVolumes {
+		var dv cdiv1beta1.DataVolume
+		switch err := c.Reader.Get(ctx, key, &dv); {
+		case err == nil && dv.Labels[api.LabelDataDisk] == api.LabelTrue:
+			return KindDataVolume, true, nil
+		case err != nil && !apierrors.IsNotFound(err):
+			return "", false, err
+		}
+	}
+	var pvc corev1.PersistentVolumeClaim
+	switch err := c.Reader.Get(ctx, key, &pvc); {
+	case err == nil && pvc.Labels[api.LabelDataDisk] == api.LabelTrue:
+		return KindPVC, true, nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return "", false, err
+	}
+	return "", false, nil
+}
+
+// VMIExists implements Cluster from the VMI cache.
+func (c CacheCluster) VMIExists(ctx context.Context, namespace, name string) (bool, error) {
+	var vmi kubevirtv1.VirtualMachineInstance
+	err := c.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &vmi)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// SSHKeys implements Cluster from the cache of key Secrets.
+func (c CacheCluster) SSHKeys(ctx context.Context, namespace string) ([]string, error) {
+	var list corev1.SecretList
+	if err := c.Reader.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{api.LabelSSHPublicKey: api.LabelTrue}); err != nil {
+		return nil, err
+	}
+	return c.CollectKeys(list.Items), nil
+}
+
+// Secret implements Cluster with a read through to the API server: the
+// Secrets it asks for (a user's userDataSecretRef, Virtstation's own) are not
+// cached.
+func (c CacheCluster) Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+	var s corev1.Secret
+	err := c.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &s, nil
 }

@@ -3,6 +3,7 @@ package mutate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -12,6 +13,8 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/virtstation/virtstation/api"
 )
 
 // Path is where the mutating webhook for VirtualMachines is served.
@@ -30,11 +33,25 @@ const Path = "/mutate-kubevirt-io-v1-virtualmachine"
 // It is safe for concurrent use.
 type Handler struct {
 	cluster Cluster
+	secrets SecretWriter
+}
+
+// HandlerOption configures a Handler.
+type HandlerOption func(*Handler)
+
+// WithSecretWriter sets where the Secrets an admission needs are written.
+// Without one, an admission that needs a Secret fails unless it is a dry run.
+func WithSecretWriter(w SecretWriter) HandlerOption {
+	return func(h *Handler) { h.secrets = w }
 }
 
 // NewHandler returns a Handler that reads cluster state from cluster.
-func NewHandler(cluster Cluster) *Handler {
-	return &Handler{cluster: cluster}
+func NewHandler(cluster Cluster, opts ...HandlerOption) *Handler {
+	h := &Handler{cluster: cluster}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
 var _ admission.Handler = (*Handler)(nil)
@@ -58,6 +75,11 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		resp.Warnings = res.Warnings
 		return resp
 	}
+	if req.DryRun == nil || !*req.DryRun {
+		if resp, ok := h.writeSecrets(ctx, req, in, res.Secrets); !ok {
+			return resp
+		}
+	}
 	out, err := json.Marshal(res.Object)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encode mutated object: %w", err))
@@ -65,6 +87,27 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	resp := admission.PatchResponseFromRaw(req.Object.Raw, out)
 	resp.Warnings = res.Warnings
 	return resp
+}
+
+// writeSecrets writes the Secrets the admitted VM needs. ok is false when
+// the admission must fail with resp.
+func (h *Handler) writeSecrets(ctx context.Context, req admission.Request, in Input, writes []SecretWrite) (admission.Response, bool) {
+	for _, w := range writes {
+		if h.secrets == nil {
+			return admission.Errored(http.StatusInternalServerError, errors.New("virtstation webhook has no secret writer configured")), false
+		}
+		err := h.secrets.Write(ctx, w, in.VM)
+		if errors.Is(err, ErrForeignSecret) {
+			return Deny(field.ErrorList{field.Forbidden(field.NewPath("metadata", "name"), fmt.Sprintf(
+				"Secret %s/%s already exists and is not managed by virtstation (label %s=%s); Virtstation needs that name for this VM (rule: secrets; fix: rename or remove that Secret, or rename the VM)",
+				w.Secret.Namespace, w.Secret.Name, api.LabelManagedBy, api.ManagedByValue))}), false
+		}
+		if err != nil {
+			logf.FromContext(ctx).Error(err, "write secret", "uid", req.UID, "secret", w.Secret.Name)
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not write Secret %s; see the webhook log for request %s", w.Secret.Name, req.UID)), false
+		}
+	}
+	return admission.Response{}, true
 }
 
 // decodeInput reads the request's object (and old object on UPDATE).

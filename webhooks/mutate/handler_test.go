@@ -19,7 +19,7 @@ import (
 )
 
 // failingCluster fails every lookup, as a cache that is not synced might.
-type failingCluster struct{}
+type failingCluster struct{ *StaticCluster }
 
 func (failingCluster) MACOwners(context.Context, net.HardwareAddr) ([]types.NamespacedName, error) {
 	return nil, errors.New("cache not synced: secret detail")
@@ -142,7 +142,7 @@ func TestHandlerHandle(t *testing.T) {
 		},
 		"cluster lookup failure is an internal error": {
 			req:         vmRequest(admissionv1.Create, vmJSON(nil, podSpec(masquerade(""))), ""),
-			cluster:     failingCluster{},
+			cluster:     failingCluster{NewStaticCluster(nil)},
 			wantCode:    http.StatusInternalServerError,
 			wantNoPatch: true,
 			wantMessage: "req-1",

@@ -3,12 +3,79 @@ package mutate
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // Injected is the record of what the webhook did, stored as JSON in the
 // virtstation.io/injected annotation. Each step owns one field.
 type Injected struct {
-	MAC *InjectedMAC `json:"mac,omitempty"`
+	MAC       *InjectedMAC       `json:"mac,omitempty"`
+	DataDisks []InjectedDisk     `json:"dataDisks,omitempty"`
+	GPUs      *InjectedGPUs      `json:"gpus,omitempty"`
+	SSHKeys   *InjectedSSHKeys   `json:"sshKeys,omitempty"`
+	Video     *InjectedVideo     `json:"video,omitempty"`
+	CloudInit *InjectedCloudInit `json:"cloudInit,omitempty"`
+}
+
+// InjectedDisk records one attached data disk.
+type InjectedDisk struct {
+	// Name of the DataVolume or PVC.
+	Name string `json:"name"`
+	// Kind is DataVolume or PersistentVolumeClaim.
+	Kind string `json:"kind"`
+	// Disk is the name of the disk and volume in the VM spec.
+	Disk string `json:"disk"`
+	// Serial shows in the guest as /dev/disk/by-id/virtio-<serial>.
+	Serial    string `json:"serial"`
+	Type      string `json:"type"`
+	Bus       string `json:"bus"`
+	ReadOnly  bool   `json:"readOnly,omitempty"`
+	MountPath string `json:"mountPath,omitempty"`
+}
+
+// InjectedGPUs records the GPUs the webhook added and the resource keys it
+// moved into gpus[].
+type InjectedGPUs struct {
+	// Added are the gpus[] entries the annotation manages.
+	Added []InjectedGPU `json:"added,omitempty"`
+	// MovedResources are domain.resources keys turned into gpus[] entries.
+	MovedResources []string `json:"movedResources,omitempty"`
+}
+
+// InjectedGPU is one gpus[] entry.
+type InjectedGPU struct {
+	Name       string `json:"name"`
+	DeviceName string `json:"deviceName"`
+}
+
+// InjectedSSHKeys records how SSH keys reach the guest.
+type InjectedSSHKeys struct {
+	User        string `json:"user"`
+	Propagation string `json:"propagation"`
+	// Secret is the per-VM keys Secret (qemuGuestAgent).
+	Secret string `json:"secret,omitempty"`
+	// Keys is how many keys went into the cloud-config part (cloudInit).
+	Keys int `json:"keys,omitempty"`
+}
+
+// InjectedVideo records the video device.
+type InjectedVideo struct {
+	Type string `json:"type"`
+	// AddedTablet: the webhook added a USB tablet so the VNC pointer tracks.
+	AddedTablet bool `json:"addedTablet,omitempty"`
+}
+
+// InjectedCloudInit records how Virtstation's cloud-config part reaches the guest.
+type InjectedCloudInit struct {
+	// Volume is the cloud-init volume holding the merged user-data.
+	Volume string `json:"volume"`
+	// AddedVolume: the VM had no cloud-init volume; the webhook added it.
+	AddedVolume bool `json:"addedVolume,omitempty"`
+	// Secret holds the merged user-data when it is too large to inline or
+	// the user's own user-data came from a Secret.
+	Secret string `json:"secret,omitempty"`
+	// UserSecret is the user's own userDataSecretRef, merged into Secret.
+	UserSecret string `json:"userSecret,omitempty"`
 }
 
 // InjectedMAC records a MAC the webhook pinned.
@@ -34,7 +101,7 @@ const (
 
 // IsZero reports whether nothing was injected.
 func (i Injected) IsZero() bool {
-	return i.MAC == nil
+	return i.MAC == nil && len(i.DataDisks) == 0 && i.GPUs == nil && i.SSHKeys == nil && i.Video == nil && i.CloudInit == nil
 }
 
 // ParseInjected reads a virtstation.io/injected value. An empty value is an
@@ -52,12 +119,48 @@ func ParseInjected(value string) (Injected, error) {
 
 // Summary is a one-line, human-readable account of the record, for Events.
 func (i Injected) Summary() string {
-	if i.MAC == nil {
+	var parts []string
+	if i.MAC != nil {
+		s := fmt.Sprintf("pinned MAC %s (%s) on interface %q", i.MAC.Address, i.MAC.Source, i.MAC.Interface)
+		if i.MAC.AddedInterface {
+			s += ", added as the default masquerade interface on the pod network"
+		}
+		parts = append(parts, s)
+	}
+	for _, d := range i.DataDisks {
+		s := fmt.Sprintf("attached %s %s as %s (serial %s)", d.Kind, d.Name, d.Type, d.Serial)
+		if d.MountPath != "" {
+			s += " mounted at " + d.MountPath
+		}
+		parts = append(parts, s)
+	}
+	if i.GPUs != nil {
+		for _, g := range i.GPUs.Added {
+			parts = append(parts, fmt.Sprintf("added GPU %s (%s)", g.Name, g.DeviceName))
+		}
+		if len(i.GPUs.MovedResources) > 0 {
+			parts = append(parts, "moved resources "+strings.Join(i.GPUs.MovedResources, ", ")+" into gpus")
+		}
+	}
+	if i.SSHKeys != nil {
+		s := fmt.Sprintf("SSH keys for %s via %s", i.SSHKeys.User, i.SSHKeys.Propagation)
+		if i.SSHKeys.Secret != "" {
+			s += " from Secret " + i.SSHKeys.Secret
+		}
+		parts = append(parts, s)
+	}
+	if i.Video != nil {
+		s := "video " + i.Video.Type
+		if i.Video.AddedTablet {
+			s += " with a USB tablet"
+		}
+		parts = append(parts, s)
+	}
+	if i.CloudInit != nil && i.CloudInit.Secret != "" {
+		parts = append(parts, "cloud-init user-data in Secret "+i.CloudInit.Secret)
+	}
+	if len(parts) == 0 {
 		return "nothing injected"
 	}
-	s := fmt.Sprintf("pinned MAC %s (%s) on interface %q", i.MAC.Address, i.MAC.Source, i.MAC.Interface)
-	if i.MAC.AddedInterface {
-		s += ", added as the default masquerade interface on the pod network"
-	}
-	return s
+	return strings.Join(parts, "; ")
 }

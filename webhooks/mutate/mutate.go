@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -41,6 +43,9 @@ type Result struct {
 	Warnings []string
 	// Denied, when not empty, rejects the admission.
 	Denied field.ErrorList
+	// Secrets must exist for the admitted VM to start; the caller writes
+	// them unless the request is a dry run.
+	Secrets []SecretWrite
 }
 
 // mutation is the state the steps share.
@@ -55,6 +60,19 @@ type mutation struct {
 	injected Injected
 	warnings []string
 	denied   field.ErrorList
+	// secrets are written by the handler on non-dry-run admissions.
+	secrets []SecretWrite
+	// sshUser and cloudInitKeys pass from the SSH step to the cloud-init step.
+	sshUser       string
+	cloudInitKeys []string
+}
+
+// SecretWrite is a Secret the admission needs in the cluster.
+type SecretWrite struct {
+	Secret *corev1.Secret
+	// CreateOnly: create when missing, never change an existing one (its
+	// reconciler owns the content).
+	CreateOnly bool
 }
 
 // step is one concern of the mutation. It edits m.obj and m.injected, adds
@@ -65,6 +83,11 @@ type step func(m *mutation) error
 // distinct fields of the object.
 var steps = []step{
 	pinMAC,
+	attachDataDisks,
+	addGPUs,
+	setSSHKeys,
+	setVideo,
+	mergeCloudInit, // last: mounts the disks and carries the keys set above
 }
 
 // Mutate applies every step to a copy of the input object. It is a pure
@@ -102,7 +125,7 @@ func Mutate(ctx context.Context, in Input, cluster Cluster) (Result, error) {
 	if err := setAnnotation(m.obj, api.AnnotationInjected, record); err != nil {
 		return Result{}, fmt.Errorf("write injected record: %w", err)
 	}
-	return Result{Object: m.obj, Injected: m.injected, Warnings: m.warnings}, nil
+	return Result{Object: m.obj, Injected: m.injected, Warnings: m.warnings, Secrets: m.secrets}, nil
 }
 
 // deepCopyJSON copies a decoded JSON value.
@@ -127,4 +150,21 @@ func copyValue(v any) any {
 	default:
 		return t
 	}
+}
+
+// deny adds field errors, naming the rule and the fix in each.
+func (m *mutation) deny(errs field.ErrorList, rule, fix string) {
+	for _, e := range errs {
+		e.Detail = strings.TrimSpace(fmt.Sprintf("%s (rule: %s; fix: %s)", e.Detail, rule, fix))
+		m.denied = append(m.denied, e)
+	}
+}
+
+// oldInjected is the record on the stored object (UPDATE), or empty.
+func (m *mutation) oldInjected() Injected {
+	if m.in.OldVM == nil {
+		return Injected{}
+	}
+	rec, _ := ParseInjected(m.in.OldVM.Annotations[api.AnnotationInjected])
+	return rec
 }

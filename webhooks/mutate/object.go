@@ -87,3 +87,24 @@ func listItem(l []any, i int, name string) (map[string]any, bool) {
 	}
 	return item, true
 }
+
+// getMap returns the object at path, or nil.
+func getMap(obj map[string]any, path []string) (map[string]any, bool) {
+	cur := obj
+	for _, k := range path {
+		next, ok := cur[k].(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		cur = next
+	}
+	return cur, true
+}
+
+// unstructuredRemove deletes the field at path when it is there.
+func unstructuredRemove(obj map[string]any, path []string) {
+	parent, ok := getMap(obj, path[:len(path)-1])
+	if ok {
+		delete(parent, path[len(path)-1])
+	}
+}

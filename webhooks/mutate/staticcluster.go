@@ -5,22 +5,37 @@ import (
 	"net"
 	"sort"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/virtstation/virtstation/api"
 )
 
 // StaticCluster answers Cluster from a fixed set of objects, for offline
-// rendering and unit tests.
+// rendering and unit tests. Build it with NewStaticCluster and the Add
+// methods before use; it is then safe for concurrent reads.
 type StaticCluster struct {
-	macs map[string][]types.NamespacedName
+	macs    map[string][]types.NamespacedName
+	disks   map[types.NamespacedName]string
+	vmis    sets.Set[types.NamespacedName]
+	secrets map[types.NamespacedName]*corev1.Secret
+	// CollectKeys turns key Secrets into public keys; nil means no keys.
+	CollectKeys func([]corev1.Secret) []string
 }
 
 var _ Cluster = (*StaticCluster)(nil)
 
 // NewStaticCluster indexes vms the way the webhook's cache does.
 func NewStaticCluster(vms []kubevirtv1.VirtualMachine) *StaticCluster {
-	c := &StaticCluster{macs: map[string][]types.NamespacedName{}}
+	c := &StaticCluster{
+		macs:    map[string][]types.NamespacedName{},
+		disks:   map[types.NamespacedName]string{},
+		vmis:    sets.New[types.NamespacedName](),
+		secrets: map[types.NamespacedName]*corev1.Secret{},
+	}
 	for i := range vms {
 		key := client.ObjectKeyFromObject(&vms[i])
 		for _, m := range MACIndexer(&vms[i]) {
@@ -33,7 +48,70 @@ func NewStaticCluster(vms []kubevirtv1.VirtualMachine) *StaticCluster {
 	return c
 }
 
+// WithVMs returns a copy of c whose VM view is vms (indexed as
+// NewStaticCluster does); the other objects are shared.
+func (c *StaticCluster) WithVMs(vms []kubevirtv1.VirtualMachine) *StaticCluster {
+	out := NewStaticCluster(vms)
+	out.disks, out.vmis, out.secrets, out.CollectKeys = c.disks, c.vmis, c.secrets, c.CollectKeys
+	return out
+}
+
+// AddDataDisk records a DataVolume (KindDataVolume) or PVC (KindPVC) with
+// its labels; only those labelled a data disk are found by DataDisk. A
+// DataVolume wins over a PVC of the same name, as CDI's PVC belongs to it.
+func (c *StaticCluster) AddDataDisk(kind, namespace, name string, labels map[string]string) {
+	if labels[api.LabelDataDisk] != api.LabelTrue {
+		return
+	}
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	if c.disks[key] == KindDataVolume {
+		return
+	}
+	c.disks[key] = kind
+}
+
+// AddVMI records a running VirtualMachineInstance.
+func (c *StaticCluster) AddVMI(namespace, name string) {
+	c.vmis.Insert(types.NamespacedName{Namespace: namespace, Name: name})
+}
+
+// AddSecret records a Secret.
+func (c *StaticCluster) AddSecret(s *corev1.Secret) {
+	c.secrets[client.ObjectKeyFromObject(s)] = s
+}
+
 // MACOwners implements Cluster.
 func (c *StaticCluster) MACOwners(_ context.Context, addr net.HardwareAddr) ([]types.NamespacedName, error) {
 	return append([]types.NamespacedName(nil), c.macs[addr.String()]...), nil
+}
+
+// DataDisk implements Cluster.
+func (c *StaticCluster) DataDisk(_ context.Context, namespace, name string) (string, bool, error) {
+	kind, ok := c.disks[types.NamespacedName{Namespace: namespace, Name: name}]
+	return kind, ok, nil
+}
+
+// VMIExists implements Cluster.
+func (c *StaticCluster) VMIExists(_ context.Context, namespace, name string) (bool, error) {
+	return c.vmis.Has(types.NamespacedName{Namespace: namespace, Name: name}), nil
+}
+
+// SSHKeys implements Cluster.
+func (c *StaticCluster) SSHKeys(_ context.Context, namespace string) ([]string, error) {
+	if c.CollectKeys == nil {
+		return nil, nil
+	}
+	var in []corev1.Secret
+	for key, s := range c.secrets {
+		if key.Namespace == namespace && s.Labels[api.LabelSSHPublicKey] == api.LabelTrue {
+			in = append(in, *s)
+		}
+	}
+	sort.Slice(in, func(i, j int) bool { return in[i].Name < in[j].Name })
+	return c.CollectKeys(in), nil
+}
+
+// Secret implements Cluster.
+func (c *StaticCluster) Secret(_ context.Context, namespace, name string) (*corev1.Secret, error) {
+	return c.secrets[types.NamespacedName{Namespace: namespace, Name: name}], nil
 }

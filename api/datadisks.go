@@ -1,0 +1,130 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// DiskType is how a data disk is attached.
+type DiskType string
+
+// Disk types.
+const (
+	// DiskTypeDisk is a block disk, formatted and mounted through cloud-init
+	// when it has a mount path.
+	DiskTypeDisk DiskType = "disk"
+	// DiskTypeCDROM is a read-only optical drive; it is never mounted.
+	DiskTypeCDROM DiskType = "cdrom"
+)
+
+// Buses KubeVirt accepts per disk type.
+var (
+	diskBuses  = sets.New("virtio", "sata", "scsi", "usb")
+	cdromBuses = sets.New("sata", "scsi")
+)
+
+// maxDataDisks bounds the list; a VM has a few dozen disk slots at most.
+const maxDataDisks = 16
+
+// DataDisk is one entry of virtstation.io/data-disks, with defaults filled in.
+type DataDisk struct {
+	// Name of the DataVolume or PVC in the VM's namespace.
+	Name string `json:"name"`
+	// MountPath in the guest; empty means attach without mounting.
+	MountPath string `json:"mountPath,omitempty"`
+	// Type is disk (default) or cdrom.
+	Type DiskType `json:"type,omitempty"`
+	// Bus defaults to virtio for a disk and sata for a cdrom.
+	Bus string `json:"bus,omitempty"`
+	// ReadOnly attaches the disk read-only; always true for a cdrom.
+	ReadOnly bool `json:"readOnly,omitempty"`
+}
+
+// ParseDataDisks parses virtstation.io/data-disks: either the shorthand
+// "name:/mount[,name[:/mount]]" or a JSON list of DataDisk. It checks the
+// syntax and fills defaults; whether the disks exist and the mount-path
+// rules are checked where the cluster and the policies are known. fld is the
+// annotation's path, for the errors.
+func ParseDataDisks(value string, fld *field.Path) ([]DataDisk, field.ErrorList) {
+	v := strings.TrimSpace(value)
+	if v == "" {
+		return nil, nil
+	}
+	var disks []DataDisk
+	if strings.HasPrefix(v, "[") {
+		dec := json.NewDecoder(bytes.NewReader([]byte(v)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&disks); err != nil {
+			return nil, field.ErrorList{field.Invalid(fld, value, fmt.Sprintf(
+				"not a valid JSON list of {name, mountPath, type, bus, readOnly}: %v (fix: use the shorthand name:/mount,… or valid JSON)", err))}
+		}
+		if dec.More() {
+			return nil, field.ErrorList{field.Invalid(fld, value, "trailing data after the JSON list")}
+		}
+	} else {
+		for _, entry := range strings.Split(v, ",") {
+			name, mount, _ := strings.Cut(strings.TrimSpace(entry), ":")
+			disks = append(disks, DataDisk{Name: strings.TrimSpace(name), MountPath: strings.TrimSpace(mount)})
+		}
+	}
+	if len(disks) > maxDataDisks {
+		return nil, field.ErrorList{field.TooMany(fld, len(disks), maxDataDisks)}
+	}
+	var errs field.ErrorList
+	seen := sets.New[string]()
+	for i := range disks {
+		errs = append(errs, defaultAndCheckDisk(&disks[i], fld.Index(i))...)
+		if seen.Has(disks[i].Name) {
+			errs = append(errs, field.Duplicate(fld.Index(i).Child("name"), disks[i].Name))
+		}
+		seen.Insert(disks[i].Name)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return disks, nil
+}
+
+func defaultAndCheckDisk(d *DataDisk, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if d.Name == "" {
+		errs = append(errs, field.Required(fld.Child("name"), "the name of a DataVolume or PVC labelled "+LabelDataDisk+"=true"))
+	} else if msgs := validation.IsDNS1123Subdomain(d.Name); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(fld.Child("name"), d.Name, strings.Join(msgs, "; ")))
+	}
+	if d.Type == "" {
+		d.Type = DiskTypeDisk
+	}
+	switch d.Type {
+	case DiskTypeDisk:
+		if d.Bus == "" {
+			d.Bus = "virtio"
+		}
+		if !diskBuses.Has(d.Bus) {
+			errs = append(errs, field.NotSupported(fld.Child("bus"), d.Bus, sets.List(diskBuses)))
+		}
+	case DiskTypeCDROM:
+		if d.Bus == "" {
+			d.Bus = "sata"
+		}
+		if !cdromBuses.Has(d.Bus) {
+			errs = append(errs, field.NotSupported(fld.Child("bus"), d.Bus, sets.List(cdromBuses)))
+		}
+		if d.MountPath != "" {
+			errs = append(errs, field.Invalid(fld.Child("mountPath"), d.MountPath, "a cdrom is attached read-only and never mounted; remove mountPath"))
+		}
+		d.ReadOnly = true
+	default:
+		errs = append(errs, field.NotSupported(fld.Child("type"), string(d.Type), []string{string(DiskTypeDisk), string(DiskTypeCDROM)}))
+	}
+	if d.MountPath != "" && !strings.HasPrefix(d.MountPath, "/") {
+		errs = append(errs, field.Invalid(fld.Child("mountPath"), d.MountPath, "must be an absolute path such as /data"))
+	}
+	return errs
+}

@@ -1,0 +1,151 @@
+package cloudinit
+
+import (
+	"strings"
+)
+
+// ownerPendingMarker is left in the root of a freshly formatted mount whose
+// owner had no account yet; the runcmd entry chowns the mount and removes it.
+const ownerPendingMarker = ".virtstation-owner-pending"
+
+// mountScriptHead defines the per-disk function. Environment:
+//   - VIRTSTATION_BYID_DIR replaces /dev/disk/by-id (tests);
+//   - VIRTSTATION_WAIT_SECONDS replaces the 120 s budget for disks to appear.
+//
+// The budget is shared by all disks: they are attached together, so a second
+// missing disk does not add another two minutes to the boot.
+//
+// blkid -p probes the device itself (no cache) and exits 2 when it finds no
+// signature at all: only then is the disk formatted. Anything else it finds
+// other than a bare ext4 (a partition table, another filesystem, an ambivalent
+// result) and any probe failure leave the disk alone. The script never fails
+// the boot: every problem is reported on stderr and the next disk is tried.
+//
+// Indentation is spaces: YAML cannot hold tabs in a block scalar.
+const mountScriptHead = `# Virtstation data disks: format a blank disk as ext4 on first use, mount on every boot.
+BYID=${VIRTSTATION_BYID_DIR:-/dev/disk/by-id}
+WAIT=${VIRTSTATION_WAIT_SECONDS:-120}
+case $WAIT in ''|*[!0-9]*) WAIT=120 ;; esac
+MARKER=` + ownerPendingMarker + `
+waited=0
+
+say() {
+  printf 'virtstation: %s\n' "$*" >&2
+}
+
+# mount_disk SERIAL PATH OWNER
+mount_disk() {
+  dev=$BYID/virtio-$1
+  path=$2
+  owner=$3
+  while [ ! -e "$dev" ]; do
+    if [ "$waited" -ge "$WAIT" ]; then
+      say "$dev did not appear within ${WAIT}s; $path not mounted"
+      return 0
+    fi
+    sleep 1
+    waited=$((waited + 1))
+  done
+  if mountpoint -q "$path"; then
+    return 0
+  fi
+  probe=$(blkid -p -o export "$dev")
+  rc=$?
+  fresh=
+  case $rc in
+  2)
+    if ! mkfs.ext4 -q "$dev" </dev/null; then
+      say "mkfs.ext4 $dev failed; $path not mounted"
+      return 0
+    fi
+    fresh=1
+    ;;
+  0)
+    pttype=$(printf '%s\n' "$probe" | sed -n 's/^PTTYPE=//p')
+    fstype=$(printf '%s\n' "$probe" | sed -n 's/^TYPE=//p')
+    if [ -n "$pttype" ]; then
+      say "$dev has a partition table ($pttype): left alone, $path not mounted"
+      return 0
+    fi
+    if [ "$fstype" != ext4 ]; then
+      say "$dev holds ${fstype:-an unknown signature}, not ext4: left alone, $path not mounted"
+      return 0
+    fi
+    ;;
+  *)
+    say "blkid -p $dev failed (exit $rc): left alone, $path not mounted"
+    return 0
+    ;;
+  esac
+  if ! mkdir -p "$path" || ! mount -t ext4 "$dev" "$path"; then
+    say "mounting $dev at $path failed"
+    return 0
+  fi
+  if [ -z "$fresh" ] || [ -z "$owner" ]; then
+    return 0
+  fi
+  if id -u "$owner" >/dev/null 2>&1; then
+    chown "$owner:" "$path" || say "chown $owner: $path failed"
+  else
+    # cloud-init runs bootcmd before it creates users: runcmd finishes the job.
+    printf '%s\n' "$owner" >"$path/$MARKER" || say "cannot mark $path for $owner"
+  fi
+}
+
+`
+
+// MountScript returns the POSIX sh script run by bootcmd on every boot (exported for tests and for `virtstation render` users to read).
+//
+// For each mount, in order, it waits for the disk, formats it as ext4 when it
+// carries no signature at all, mounts it with -t ext4 unless the path is
+// already a mountpoint, and gives a freshly formatted mount to owner (or marks
+// it for the runcmd entry when owner has no account yet). Every value is
+// single-quoted: no serial, path or owner can inject shell. Values must not
+// contain NUL, which no shell argument can hold; [Part.Render] rejects them.
+func MountScript(mounts []Mount, owner string) string {
+	var b strings.Builder
+	b.WriteString(mountScriptHead)
+	for _, m := range mounts {
+		b.WriteString("mount_disk ")
+		b.WriteString(shellQuote(m.Serial))
+		b.WriteByte(' ')
+		b.WriteString(shellQuote(m.Path))
+		b.WriteByte(' ')
+		b.WriteString(shellQuote(owner))
+		b.WriteByte('\n')
+	}
+	b.WriteString("exit 0\n")
+	return b.String()
+}
+
+// chownPendingScript returns the runcmd script that, once the accounts exist,
+// gives every mount that bootcmd marked to owner and removes the marker. It
+// never fails: runcmd's status is the last entry's, and a missing account is
+// reported, not fatal.
+func chownPendingScript(mounts []Mount, owner string) string {
+	var b strings.Builder
+	b.WriteString("# Virtstation: give data disks formatted before the account existed to their owner.\n")
+	b.WriteString("owner=" + shellQuote(owner) + "\n")
+	b.WriteString("for path in")
+	for _, m := range mounts {
+		b.WriteByte(' ')
+		b.WriteString(shellQuote(m.Path))
+	}
+	b.WriteString("; do\n")
+	b.WriteString(`  [ -f "$path/` + ownerPendingMarker + `" ] || continue
+  if ! id -u "$owner" >/dev/null 2>&1; then
+    printf 'virtstation: no account %s: %s left to root\n' "$owner" "$path" >&2
+  elif chown "$owner:" "$path"; then
+    rm -f "$path/` + ownerPendingMarker + `"
+  fi
+done
+exit 0
+`)
+	return b.String()
+}
+
+// shellQuote returns s as one single-quoted sh word: inside single quotes
+// nothing is special, and each embedded quote is closed, escaped and reopened.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,108 @@
+package sshkeys
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/virtstation/virtstation/api"
+)
+
+// ControllerName names the controller in logs and metrics.
+const ControllerName = "ssh-keys"
+
+// SetupWithManager registers the reconciler on mgr. It watches
+//   - managed VirtualMachines, when their labels or annotations change;
+//   - key Secrets, through mgr's cache: a change enqueues every VM of the
+//     namespace that Wants keys;
+//   - the per-VM Secrets, as metadata only, through a cache of its own that
+//     holds just Secrets labelled app.kubernetes.io/managed-by=virtstation:
+//     a change enqueues the controlling VM, so an edited or deleted Secret is
+//     put back. The manager's cache may then be restricted to key Secrets
+//     (KeySecretSelector) without hiding the per-VM ones.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	owned, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient:           mgr.GetHTTPClient(),
+		Scheme:               mgr.GetScheme(),
+		Mapper:               mgr.GetRESTMapper(),
+		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{api.LabelManagedBy: api.ManagedByValue}),
+		DefaultTransform:     cache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return fmt.Errorf("create cache for per-vm secrets: %w", err)
+	}
+	// Started with the controller, on the leader only.
+	if err := mgr.Add(owned); err != nil {
+		return fmt.Errorf("add cache for per-vm secrets: %w", err)
+	}
+	secretMeta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
+	toOwner := handler.TypedEnqueueRequestForOwner[*metav1.PartialObjectMetadata](
+		mgr.GetScheme(), mgr.GetRESTMapper(), &kubevirtv1.VirtualMachine{}, handler.OnlyControllerOwner())
+
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&kubevirtv1.VirtualMachine{}, builder.WithPredicates(managedVM(), vmSettingsChanged())).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.vmsWantingKeys), builder.WithPredicates(keySecretEvents())).
+		WatchesRawSource(source.Kind(owned, secretMeta, toOwner)).
+		Complete(r)
+}
+
+// managedVM passes VirtualMachines labelled virtstation.io/managed=true.
+func managedVM() predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetLabels()[api.LabelManaged] == api.LabelTrue
+	})
+}
+
+// vmSettingsChanged passes VM updates that can change Wants; KubeVirt's
+// frequent status updates do not.
+func vmSettingsChanged() predicate.Predicate {
+	return predicate.Or(predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{})
+}
+
+// keySecretEvents passes events of key Secrets, including the update that
+// removes the label (its keys must go).
+func keySecretEvents() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return isKeySecretObject(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return isKeySecretObject(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return isKeySecretObject(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return isKeySecretObject(e.ObjectOld) || isKeySecretObject(e.ObjectNew)
+		},
+	}
+}
+
+func isKeySecretObject(o client.Object) bool {
+	return o != nil && o.GetLabels()[api.LabelSSHPublicKey] == api.LabelTrue
+}
+
+// vmsWantingKeys maps a key Secret to the VMs of its namespace that Wants
+// keys.
+func (r *Reconciler) vmsWantingKeys(ctx context.Context, o client.Object) []reconcile.Request {
+	var vms kubevirtv1.VirtualMachineList
+	if err := r.Reader.List(ctx, &vms, client.InNamespace(o.GetNamespace()), client.MatchingLabels{api.LabelManaged: api.LabelTrue}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list virtual machines for an ssh key secret", "secret", client.ObjectKeyFromObject(o))
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range vms.Items {
+		if Wants(&vms.Items[i]) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&vms.Items[i])})
+		}
+	}
+	return reqs
+}

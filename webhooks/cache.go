@@ -1,0 +1,27 @@
+package webhooks
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/virtstation/virtstation/api"
+)
+
+// CacheOptions restricts what the manager caches to what the webhooks
+// read: only DataVolumes and PVCs labelled as data disks, and only Secrets
+// labelled as SSH key sources (other Secrets are read through the API server
+// when needed). Managed fields are dropped from every cached object.
+func CacheOptions() cache.Options {
+	dataDisk := labels.SelectorFromSet(labels.Set{api.LabelDataDisk: api.LabelTrue})
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&cdiv1beta1.DataVolume{}:        {Label: dataDisk},
+			&corev1.PersistentVolumeClaim{}: {Label: dataDisk},
+			&corev1.Secret{}:                {Label: labels.SelectorFromSet(labels.Set{api.LabelSSHPublicKey: api.LabelTrue})},
+		},
+	}
+}

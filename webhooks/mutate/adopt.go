@@ -1,0 +1,128 @@
+package mutate
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/virtstation/virtstation/api"
+)
+
+// Adopter gives the per-VM user-data Secret the webhook wrote on CREATE
+// (when the VM had no UID yet) its VM as controller owner, so it is
+// garbage-collected with the VM.
+type Adopter struct {
+	Client client.Client
+	// APIReader reads Secrets, which the cache does not hold.
+	APIReader client.Reader
+}
+
+// SetupWithManager registers the adopter for managed VirtualMachines.
+func (a *Adopter) SetupWithManager(mgr ctrl.Manager) error {
+	managed := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetLabels()[api.LabelManaged] == api.LabelTrue
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("userdata-secret-adopter").
+		For(&kubevirtv1.VirtualMachine{}, builder.WithPredicates(managed)).
+		Complete(a)
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (a *Adopter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var vm kubevirtv1.VirtualMachine
+	if err := a.APIReader.Get(ctx, req.NamespacedName, &vm); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	var s corev1.Secret
+	err := a.APIReader.Get(ctx, client.ObjectKey{Namespace: vm.Namespace, Name: UserDataSecretName(vm.Name)}, &s)
+	if apierrors.IsNotFound(err) {
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if s.Labels[api.LabelManagedBy] != api.ManagedByValue || metav1.GetControllerOf(&s) != nil {
+		return ctrl.Result{}, nil
+	}
+	s.OwnerReferences = append(s.OwnerReferences, *metav1.NewControllerRef(&vm, kubevirtv1.VirtualMachineGroupVersionKind))
+	return ctrl.Result{}, a.Client.Update(ctx, &s)
+}
+
+// Sweeper deletes the per-VM Secrets left behind by admissions that were
+// admitted by this webhook and then rejected (by a later webhook, or a
+// failed create): Secrets managed by Virtstation, named after a VM, without
+// an owner, older than Grace, whose VM does not exist.
+type Sweeper struct {
+	Client    client.Client
+	APIReader client.Reader
+	// Suffixes are the per-VM Secret name suffixes to sweep.
+	Suffixes []string
+	// Grace is how long a Secret may wait for its VM.
+	Grace time.Duration
+	// Every is the sweep period.
+	Every time.Duration
+}
+
+// Start implements manager.Runnable: it sweeps every Every until ctx ends.
+func (s *Sweeper) Start(ctx context.Context) error {
+	t := time.NewTicker(s.Every)
+	defer t.Stop()
+	for {
+		if err := s.Sweep(ctx, time.Now()); err != nil {
+			logf.FromContext(ctx).Error(err, "sweep orphaned secrets")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (s *Sweeper) NeedLeaderElection() bool { return true }
+
+// Sweep runs one pass.
+func (s *Sweeper) Sweep(ctx context.Context, now time.Time) error {
+	var list corev1.SecretList
+	if err := s.APIReader.List(ctx, &list, client.MatchingLabels{api.LabelManagedBy: api.ManagedByValue}); err != nil {
+		return fmt.Errorf("list secrets: %w", err)
+	}
+	for i := range list.Items {
+		sec := &list.Items[i]
+		vmName, ok := s.vmName(sec.Name)
+		if !ok || len(sec.OwnerReferences) > 0 || now.Sub(sec.CreationTimestamp.Time) < s.Grace {
+			continue
+		}
+		err := s.APIReader.Get(ctx, client.ObjectKey{Namespace: sec.Namespace, Name: vmName}, &kubevirtv1.VirtualMachine{})
+		if !apierrors.IsNotFound(err) {
+			continue // the VM exists (its reconciler adopts the Secret) or we cannot tell
+		}
+		err = s.Client.Delete(ctx, sec, client.Preconditions{UID: &sec.UID, ResourceVersion: &sec.ResourceVersion})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete orphaned secret %s/%s: %w", sec.Namespace, sec.Name, err)
+		}
+	}
+	return nil
+}
+
+func (s *Sweeper) vmName(secret string) (string, bool) {
+	for _, suf := range s.Suffixes {
+		if name, ok := strings.CutSuffix(secret, suf); ok && name != "" {
+			return name, true
+		}
+	}
+	return "", false
+}

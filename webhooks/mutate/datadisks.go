@@ -1,0 +1,224 @@
+package mutate
+
+import (
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/virtstation/virtstation/api"
+)
+
+var (
+	pathDisks   = []string{"spec", "template", "spec", "domain", "devices", "disks"}
+	pathVolumes = []string{"spec", "template", "spec", "volumes"}
+)
+
+// maxSerial is the longest serial the guest shows in full in
+// /dev/disk/by-id/virtio-<serial>.
+const maxSerial = 20
+
+var serialUnsafe = regexp.MustCompile(`[^A-Za-z0-9_.+-]`)
+
+// diskSerial is the stable serial of a data disk: its name when that fits,
+// otherwise a prefix and a hash of the whole name.
+func diskSerial(name string) string {
+	s := serialUnsafe.ReplaceAllString(name, "-")
+	if len(s) <= maxSerial && s == name {
+		return s
+	}
+	h := fnv.New32a()
+	h.Write([]byte(name)) // hash.Hash.Write never fails
+	return fmt.Sprintf("%s-%08x", s[:min(len(s), maxSerial-9)], h.Sum32())
+}
+
+// diskName is the name of a data disk's disk and volume in the VM spec: a
+// DNS label with Virtstation's prefix, derived from the serial.
+func diskName(serial string) string {
+	return "vs-" + strings.ToLower(strings.NewReplacer(".", "-", "_", "-", "+", "-").Replace(serial))
+}
+
+// attachDataDisks attaches the disks of virtstation.io/data-disks and
+// records them; the cloud-init step mounts them.
+func attachDataDisks(m *mutation) error {
+	vm := m.in.VM
+	fld := field.NewPath("metadata", "annotations").Key(api.AnnotationDataDisks)
+	wanted, errs := api.ParseDataDisks(vm.Annotations[api.AnnotationDataDisks], fld)
+	if len(errs) > 0 {
+		m.deny(errs, "data-disks", "use name:/mount,… or a JSON list of {name, mountPath, type, bus, readOnly}")
+		return nil
+	}
+	if vm.Spec.Template == nil {
+		return nil
+	}
+	attach := make([]InjectedDisk, 0, len(wanted))
+	serials := sets.New[string]()
+	for i, d := range wanted {
+		kind, ok, err := m.cluster.DataDisk(m.ctx, m.in.Namespace, d.Name)
+		if err != nil {
+			return fmt.Errorf("look up data disk %s: %w", d.Name, err)
+		}
+		if !ok {
+			m.denied = append(m.denied, field.NotFound(fld.Index(i).Child("name"), d.Name))
+			m.denied[len(m.denied)-1].Detail = fmt.Sprintf(
+				"no DataVolume or PVC %q labelled %s=true in namespace %s (rule: data-disks; fix: create it, or label it %s=true)",
+				d.Name, api.LabelDataDisk, m.in.Namespace, api.LabelDataDisk)
+			continue
+		}
+		serial := diskSerial(d.Name)
+		if serials.Has(serial) {
+			m.denied = append(m.denied, field.Duplicate(fld.Index(i).Child("name"), d.Name))
+			continue
+		}
+		serials.Insert(serial)
+		attach = append(attach, InjectedDisk{
+			Name: d.Name, Kind: kind, Disk: diskName(serial), Serial: serial,
+			Type: string(d.Type), Bus: d.Bus, ReadOnly: d.ReadOnly, MountPath: d.MountPath,
+		})
+	}
+	if len(m.denied) > 0 {
+		return nil
+	}
+	if err := m.checkAttachmentChange(attach); err != nil || len(m.denied) > 0 {
+		return err
+	}
+	owned := sets.New[string]()
+	for _, d := range m.prev.DataDisks {
+		owned.Insert(d.Disk)
+	}
+	for _, d := range m.oldInjected().DataDisks {
+		owned.Insert(d.Disk)
+	}
+	disks := withoutNames(getList(m.obj, pathDisks), owned)
+	volumes := withoutNames(getList(m.obj, pathVolumes), owned)
+	taken := names(disks).Union(names(volumes))
+	for _, d := range vm.Spec.Template.Spec.Domain.Devices.Disks {
+		if d.Serial != "" && serials.Has(d.Serial) && !owned.Has(d.Name) {
+			m.denied = append(m.denied, field.Duplicate(field.NewPath("spec", "template", "spec", "domain", "devices", "disks").Key(d.Name).Child("serial"), d.Serial))
+		}
+	}
+	for _, d := range attach {
+		if taken.Has(d.Disk) {
+			m.denied = append(m.denied, field.Invalid(fld, d.Name, fmt.Sprintf(
+				"the VM already has a disk or volume named %q (rule: data-disks; fix: rename yours, Virtstation uses the vs- prefix)", d.Disk)))
+			continue
+		}
+		disks = append(disks, diskEntry(d))
+		volumes = append(volumes, volumeEntry(d))
+	}
+	if len(m.denied) > 0 {
+		return nil
+	}
+	if len(attach) > 0 || owned.Len() > 0 {
+		if err := setList(m.obj, disks, pathDisks); err != nil {
+			return fmt.Errorf("write disks: %w", err)
+		}
+		if err := setList(m.obj, volumes, pathVolumes); err != nil {
+			return fmt.Errorf("write volumes: %w", err)
+		}
+	}
+	if len(attach) > 0 {
+		m.injected.DataDisks = attach
+	}
+	return nil
+}
+
+// checkAttachmentChange denies a change of the attached data disks unless
+// the VM is stopped and its VMI is gone: KubeVirt would otherwise mark it
+// RestartRequired, and a disk could be claimed by two running VMs.
+func (m *mutation) checkAttachmentChange(attach []InjectedDisk) error {
+	if m.in.Operation != admissionv1.Update || m.in.OldVM == nil {
+		return nil
+	}
+	if sameAttachments(m.oldInjected().DataDisks, attach) {
+		return nil
+	}
+	running, err := m.cluster.VMIExists(m.ctx, m.in.Namespace, m.in.Name)
+	if err != nil {
+		return fmt.Errorf("look up VMI: %w", err)
+	}
+	if running || !halted(m.in.OldVM) {
+		m.denied = append(m.denied, field.Forbidden(field.NewPath("metadata", "annotations").Key(api.AnnotationDataDisks),
+			fmt.Sprintf("data disks can change only while the VM is stopped and its VMI is gone (rule: data-disks; fix: virtctl stop %s, wait until the VMI is deleted, then apply again)", m.in.Name)))
+	}
+	return nil
+}
+
+// halted reports whether the stored VM is set to stay stopped.
+func halted(vm *kubevirtv1.VirtualMachine) bool {
+	if vm.Spec.RunStrategy != nil {
+		return *vm.Spec.RunStrategy == kubevirtv1.RunStrategyHalted
+	}
+	//nolint:staticcheck // spec.running is deprecated but still honoured by KubeVirt
+	return vm.Spec.Running == nil || !*vm.Spec.Running
+}
+
+func sameAttachments(a, b []InjectedDisk) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Name != y.Name || x.Type != y.Type || x.Bus != y.Bus || x.ReadOnly != y.ReadOnly || x.Kind != y.Kind {
+			return false
+		}
+	}
+	return true
+}
+
+func diskEntry(d InjectedDisk) map[string]any {
+	target := map[string]any{"bus": d.Bus}
+	if d.ReadOnly {
+		target["readonly"] = true
+	}
+	entry := map[string]any{"name": d.Disk}
+	if d.Type == string(api.DiskTypeCDROM) {
+		entry["cdrom"] = target
+	} else {
+		entry["disk"] = target
+		entry["serial"] = d.Serial
+	}
+	return entry
+}
+
+func volumeEntry(d InjectedDisk) map[string]any {
+	if d.Kind == KindDataVolume {
+		return map[string]any{"name": d.Disk, "dataVolume": map[string]any{"name": d.Name}}
+	}
+	claim := map[string]any{"claimName": d.Name}
+	if d.ReadOnly {
+		claim["readOnly"] = true
+	}
+	return map[string]any{"name": d.Disk, "persistentVolumeClaim": claim}
+}
+
+// withoutNames drops the named objects from l.
+func withoutNames(l []any, drop sets.Set[string]) []any {
+	out := make([]any, 0, len(l))
+	for _, x := range l {
+		if o, ok := x.(map[string]any); ok {
+			if n, _ := o["name"].(string); drop.Has(n) {
+				continue
+			}
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+func names(l []any) sets.Set[string] {
+	out := sets.New[string]()
+	for _, x := range l {
+		if o, ok := x.(map[string]any); ok {
+			if n, _ := o["name"].(string); n != "" {
+				out.Insert(n)
+			}
+		}
+	}
+	return out
+}

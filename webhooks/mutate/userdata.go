@@ -1,0 +1,248 @@
+package mutate
+
+import (
+	"encoding/base64"
+	"fmt"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/cloudinit"
+)
+
+// maxInlineUserData is KubeVirt's limit on inline cloud-init user-data.
+const maxInlineUserData = 2048
+
+// cloudInitVolume is the name of the volume the webhook adds to a VM that
+// has none.
+const cloudInitVolume = "vs-cloudinit"
+
+// userDataKey is the Secret key KubeVirt reads user-data from.
+const userDataKey = "userdata"
+
+// UserDataSecretName is the per-VM Secret holding merged user-data.
+func UserDataSecretName(vm string) string { return vm + "-userdata" }
+
+var cloudInitSources = []string{"cloudInitNoCloud", "cloudInitConfigDrive"}
+
+// mergeCloudInit puts Virtstation's cloud-config part (data-disk mounts,
+// cloudInit SSH keys) next to the user's own user-data, which is kept byte
+// for byte. Only Virtstation's part is re-rendered on later admissions.
+func mergeCloudInit(m *mutation) error {
+	if m.in.VM.Spec.Template == nil {
+		return nil
+	}
+	part := cloudinit.Part{Owner: m.sshUser, AuthorizedKeys: m.cloudInitKeys}
+	for _, d := range m.injected.DataDisks {
+		switch {
+		case d.MountPath == "" || d.Type != string(api.DiskTypeDisk):
+		case d.ReadOnly:
+			m.warnings = append(m.warnings, fmt.Sprintf("virtstation: read-only data disk %s is attached but not mounted at %s: a read-only disk cannot be formatted on first use; mount it in the guest yourself", d.Name, d.MountPath))
+		default:
+			part.Mounts = append(part.Mounts, cloudinit.Mount{Serial: d.Serial, Path: d.MountPath})
+		}
+	}
+	prev := m.prev.CloudInit
+	if prev == nil {
+		prev = m.oldInjected().CloudInit
+	}
+	volumes := getList(m.obj, pathVolumes)
+	idx, kind := findCloudInit(volumes)
+
+	if part.IsZero() {
+		return m.unmergeCloudInit(volumes, idx, kind, prev)
+	}
+	rendered, err := part.Render()
+	if err != nil {
+		return fmt.Errorf("render cloud-config part: %w", err)
+	}
+	rec := &InjectedCloudInit{}
+	if idx < 0 {
+		volumes = append(volumes, map[string]any{"name": cloudInitVolume, "cloudInitNoCloud": map[string]any{}})
+		idx, kind = len(volumes)-1, "cloudInitNoCloud"
+		disks := append(getList(m.obj, pathDisks), map[string]any{"name": cloudInitVolume, "disk": map[string]any{"bus": "virtio"}})
+		if err := setList(m.obj, disks, pathDisks); err != nil {
+			return fmt.Errorf("add cloud-init disk: %w", err)
+		}
+		rec.AddedVolume = true
+	} else if prev != nil && prev.AddedVolume && str(volumes[idx].(map[string]any)["name"]) == prev.Volume {
+		rec.AddedVolume = true
+	}
+	vol := volumes[idx].(map[string]any)
+	rec.Volume = str(vol["name"])
+	src, _ := vol[kind].(map[string]any)
+	if src == nil {
+		src = map[string]any{}
+		vol[kind] = src
+	}
+	user, userSecret, base64Form, ok, err := m.userData(src, prev)
+	if err != nil || !ok {
+		return err
+	}
+	merged := cloudinit.Merge(user, rendered)
+	inline := string(merged)
+	if base64Form || !utf8.Valid(merged) {
+		inline = base64.StdEncoding.EncodeToString(merged)
+	}
+	delete(src, "userData")
+	delete(src, "userDataBase64")
+	delete(src, "userDataSecretRef")
+	switch {
+	case userSecret == "" && len(inline) <= maxInlineUserData && (base64Form || !utf8.Valid(merged)):
+		src["userDataBase64"] = inline
+	case userSecret == "" && len(inline) <= maxInlineUserData:
+		src["userData"] = inline
+	case m.in.Name == "":
+		m.denied = append(m.denied, field.Forbidden(field.NewPath("spec", "template", "spec", "volumes").Key(rec.Volume),
+			"the merged cloud-init user-data needs a per-VM Secret, which is named after the VM, and a VM created with generateName has no name yet (rule: cloud-init; fix: give the VM a name)"))
+		return nil
+	default:
+		rec.Secret, rec.UserSecret = UserDataSecretName(m.in.Name), userSecret
+		src["userDataSecretRef"] = map[string]any{"name": rec.Secret}
+		m.secrets = append(m.secrets, SecretWrite{Secret: userDataSecret(m.in.Namespace, rec.Secret, merged)})
+	}
+	if err := setList(m.obj, volumes, pathVolumes); err != nil {
+		return fmt.Errorf("write cloud-init volume: %w", err)
+	}
+	m.injected.CloudInit = rec
+	return nil
+}
+
+// unmergeCloudInit restores the user's own user-data when Virtstation has
+// nothing left to say, and drops the volume it added.
+func (m *mutation) unmergeCloudInit(volumes []any, idx int, kind string, prev *InjectedCloudInit) error {
+	if idx < 0 || prev == nil {
+		return nil
+	}
+	vol := volumes[idx].(map[string]any)
+	if prev.AddedVolume && str(vol["name"]) == prev.Volume {
+		drop := map[string]bool{prev.Volume: true}
+		keep := volumes[:0:0]
+		for i, v := range volumes {
+			if i != idx {
+				keep = append(keep, v)
+			}
+		}
+		disks := getList(m.obj, pathDisks)
+		keptDisks := disks[:0:0]
+		for _, d := range disks {
+			if o, ok := d.(map[string]any); ok && drop[str(o["name"])] {
+				continue
+			}
+			keptDisks = append(keptDisks, d)
+		}
+		if err := setList(m.obj, keptDisks, pathDisks); err != nil {
+			return err
+		}
+		return setList(m.obj, keep, pathVolumes)
+	}
+	src, _ := vol[kind].(map[string]any)
+	user, userSecret, base64Form, ok, err := m.userData(src, prev)
+	if err != nil || !ok {
+		return err
+	}
+	delete(src, "userData")
+	delete(src, "userDataBase64")
+	delete(src, "userDataSecretRef")
+	switch {
+	case userSecret != "":
+		src["userDataSecretRef"] = map[string]any{"name": userSecret}
+	case len(user) == 0:
+	case base64Form || !utf8.Valid(user):
+		src["userDataBase64"] = base64.StdEncoding.EncodeToString(user)
+	default:
+		src["userData"] = string(user)
+	}
+	return setList(m.obj, volumes, pathVolumes)
+}
+
+// userData finds the user's own user-data behind a cloud-init source: inline
+// (minus a previous merge), in the user's Secret, or, when the source points
+// at Virtstation's Secret, recovered from it. userSecret is the user's own
+// Secret's name when the data lives there. ok is false when the admission is
+// denied.
+func (m *mutation) userData(src map[string]any, prev *InjectedCloudInit) (user []byte, userSecret string, base64Form, ok bool, err error) {
+	fld := field.NewPath("spec", "template", "spec", "volumes")
+	if ref, _ := src["userDataSecretRef"].(map[string]any); ref != nil {
+		name := str(ref["name"])
+		ours := m.in.Name != "" && name == UserDataSecretName(m.in.Name)
+		if ours && prev != nil && prev.UserSecret != "" {
+			name, ours = prev.UserSecret, false
+		}
+		data, found, err := m.secretUserData(name)
+		if err != nil {
+			return nil, "", false, false, err
+		}
+		if !found {
+			m.denied = append(m.denied, field.NotFound(fld.Child("userDataSecretRef"), name))
+			m.denied[len(m.denied)-1].Detail = fmt.Sprintf("the cloud-init user-data Secret %q does not exist in namespace %s, so Virtstation cannot merge its part without losing your user-data (rule: cloud-init; fix: create the Secret, or put your user-data inline)", name, m.in.Namespace)
+			return nil, "", false, false, nil
+		}
+		if ours {
+			user, _, err = cloudinit.Split(data)
+			return user, "", false, err == nil, err
+		}
+		user, _, err = cloudinit.Split(data)
+		return user, name, false, err == nil, err
+	}
+	if s := str(src["userDataBase64"]); s != "" {
+		raw, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			m.denied = append(m.denied, field.Invalid(fld.Child("userDataBase64"), "(omitted)", "not valid base64 (rule: cloud-init; fix: encode your user-data with base64)"))
+			return nil, "", false, false, nil
+		}
+		user, _, err = cloudinit.Split(raw)
+		return user, "", true, err == nil, err
+	}
+	user, _, err = cloudinit.Split([]byte(str(src["userData"])))
+	return user, "", false, err == nil, err
+}
+
+// secretUserData reads the user-data key of a Secret.
+func (m *mutation) secretUserData(name string) ([]byte, bool, error) {
+	s, err := m.cluster.Secret(m.ctx, m.in.Namespace, name)
+	if err != nil {
+		return nil, false, fmt.Errorf("read user-data secret %s: %w", name, err)
+	}
+	if s == nil {
+		return nil, false, nil
+	}
+	for _, k := range []string{"userdata", "userData"} {
+		if v, ok := s.Data[k]; ok {
+			return v, true, nil
+		}
+	}
+	return nil, true, nil
+}
+
+// findCloudInit returns the index and source key of the first cloud-init
+// volume, or -1.
+func findCloudInit(volumes []any) (int, string) {
+	for i, v := range volumes {
+		o, ok := v.(map[string]any)
+		if !ok {
+			continue
+		}
+		for _, k := range cloudInitSources {
+			if _, ok := o[k]; ok {
+				return i, k
+			}
+		}
+	}
+	return -1, ""
+}
+
+func userDataSecret(namespace, name string, data []byte) *corev1.Secret {
+	return &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: namespace, Name: name,
+			Labels: map[string]string{api.LabelManagedBy: api.ManagedByValue},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{userDataKey: data},
+	}
+}
