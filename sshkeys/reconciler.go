@@ -38,19 +38,23 @@ const recheckTaken = time.Minute
 // Reconciler keeps the "<vm>-ssh-keys" Secret of every managed VM that Wants
 // keys equal to Desired(vm, Collect(key Secrets of the VM's namespace)).
 //
-// It reads VMs and key Secrets through Reader and reads the per-VM Secret
-// through Client, which must see every Secret of that name, not only labelled
-// ones (the per-VM Secret is read right before it is written, and written with
-// the resourceVersion read). Writes happen only when something differs.
+// It reads VMs and key Secrets through Reader (a cache) and the per-VM Secret
+// through APIReader, right before writing it with Client: the per-VM Secret
+// is not a key Secret, so a cache restricted to key Secrets does not hold it,
+// and a fresh read keeps optimistic-concurrency conflicts rare. Writes happen
+// only when something differs, with the resourceVersion read.
 //
 // Reconcile is safe for concurrent use.
 type Reconciler struct {
-	// Client writes the per-VM Secrets and reads them. It must not read
-	// Secrets from a cache restricted to key Secrets.
+	// Client writes the per-VM Secrets.
 	Client client.Client
-	// Reader is cached: VMs and key Secrets (label selected) are listed
+	// Reader is cached: VMs and key Secrets (label selected) are read
 	// through it.
 	Reader client.Reader
+	// APIReader reads the per-VM Secret from the API server:
+	// mgr.GetAPIReader(). Nil means Client, which then must not serve
+	// Secrets from a cache restricted to key Secrets.
+	APIReader client.Reader
 	// Recorder emits the Events; mgr.GetEventRecorder(name) returns one.
 	Recorder events.EventRecorder
 
@@ -88,13 +92,13 @@ func (r *Reconciler) sync(ctx context.Context, vm *kubevirtv1.VirtualMachine, de
 	vmKey := types.NamespacedName{Namespace: vm.Namespace, Name: vm.Name}
 
 	var cur corev1.Secret
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), &cur)
+	err := r.apiReader().Get(ctx, client.ObjectKeyFromObject(desired), &cur)
 	if apierrors.IsNotFound(err) {
 		if err := r.Client.Create(ctx, desired); err != nil {
 			if apierrors.IsAlreadyExists(err) {
-				// Either a race (the next read sees it) or a Client
-				// that reads Secrets from a label-restricted cache.
-				return ctrl.Result{}, fmt.Errorf("create secret %s: %w (if this repeats, the reconciler's Client does not read Secrets from the API server)", desired.Name, err)
+				// Either a race (the next read sees it) or a reader
+				// that serves Secrets from a label-restricted cache.
+				return ctrl.Result{}, fmt.Errorf("create secret %s: %w (if this repeats, the reconciler's APIReader does not read Secrets from the API server)", desired.Name, err)
 			}
 			return ctrl.Result{}, fmt.Errorf("create secret %s: %w", desired.Name, err)
 		}
@@ -136,6 +140,14 @@ func (r *Reconciler) sync(ctx context.Context, vm *kubevirtv1.VirtualMachine, de
 	log.V(1).Info(verb+" ssh key secret", "keys", n)
 	r.Recorder.Eventf(vm, next, corev1.EventTypeNormal, ReasonSynced, eventAction, "Secret %s %s with %d SSH key(s)", desired.Name, verb, n)
 	return ctrl.Result{}, nil
+}
+
+// apiReader is where the per-VM Secret is read from.
+func (r *Reconciler) apiReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
 }
 
 // reportInvalid emits one Warning Event per invalid line on its key Secret,

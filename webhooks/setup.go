@@ -71,7 +71,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager) error {
 	}
 	srv := mgr.GetWebhookServer()
 	srv.Register(mutate.Path, &webhook.Admission{Handler: mutate.NewHandler(cluster,
-		mutate.WithSecretWriter(mutate.ClientSecretWriter{Client: mgr.GetClient()}))})
+		mutate.WithSecretWriter(mutate.ClientSecretWriter{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}))})
 
 	recorder := mgr.GetEventRecorder("virtstation-webhook")
 	reporter := &mutate.Reporter{Reader: mgr.GetCache(), Recorder: recorder}

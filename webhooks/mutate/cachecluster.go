@@ -109,7 +109,7 @@ func (c CacheCluster) SSHKeys(ctx context.Context, namespace string) ([]string, 
 }
 
 // Secret implements Cluster with a read through to the API server: the
-// Secrets it asks for (a user's userDataSecretRef, Virtstation's own) are not
+// Secrets it asks for (a user's cloud-init secretRef, Virtstation's own) are not
 // cached.
 func (c CacheCluster) Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
 	var s corev1.Secret

@@ -74,7 +74,7 @@ type InjectedCloudInit struct {
 	// Secret holds the merged user-data when it is too large to inline or
 	// the user's own user-data came from a Secret.
 	Secret string `json:"secret,omitempty"`
-	// UserSecret is the user's own userDataSecretRef, merged into Secret.
+	// UserSecret is the user's own cloud-init secretRef, merged into Secret.
 	UserSecret string `json:"userSecret,omitempty"`
 }
 

@@ -30,6 +30,9 @@ type SecretWriter interface {
 // concurrency.
 type ClientSecretWriter struct {
 	Client client.Client
+	// Reader reads Secrets directly from the API server: the manager's
+	// cache holds only key Secrets.
+	Reader client.Reader
 }
 
 var _ SecretWriter = ClientSecretWriter{}
@@ -48,7 +51,7 @@ func (c ClientSecretWriter) Write(ctx context.Context, w SecretWrite, owner *kub
 		return fmt.Errorf("create secret %s: %w", want.Name, err)
 	}
 	var cur corev1.Secret
-	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(want), &cur); err != nil {
+	if err := c.Reader.Get(ctx, client.ObjectKeyFromObject(want), &cur); err != nil {
 		return fmt.Errorf("read secret %s: %w", want.Name, err)
 	}
 	if cur.Labels[api.LabelManagedBy] != api.ManagedByValue {

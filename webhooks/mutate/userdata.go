@@ -89,7 +89,7 @@ func mergeCloudInit(m *mutation) error {
 	}
 	delete(src, "userData")
 	delete(src, "userDataBase64")
-	delete(src, "userDataSecretRef")
+	delete(src, "secretRef")
 	switch {
 	case userSecret == "" && len(inline) <= maxInlineUserData && (base64Form || !utf8.Valid(merged)):
 		src["userDataBase64"] = inline
@@ -101,7 +101,7 @@ func mergeCloudInit(m *mutation) error {
 		return nil
 	default:
 		rec.Secret, rec.UserSecret = UserDataSecretName(m.in.Name), userSecret
-		src["userDataSecretRef"] = map[string]any{"name": rec.Secret}
+		src["secretRef"] = map[string]any{"name": rec.Secret}
 		m.secrets = append(m.secrets, SecretWrite{Secret: userDataSecret(m.in.Namespace, rec.Secret, merged)})
 	}
 	if err := setList(m.obj, volumes, pathVolumes); err != nil {
@@ -146,10 +146,10 @@ func (m *mutation) unmergeCloudInit(volumes []any, idx int, kind string, prev *I
 	}
 	delete(src, "userData")
 	delete(src, "userDataBase64")
-	delete(src, "userDataSecretRef")
+	delete(src, "secretRef")
 	switch {
 	case userSecret != "":
-		src["userDataSecretRef"] = map[string]any{"name": userSecret}
+		src["secretRef"] = map[string]any{"name": userSecret}
 	case len(user) == 0:
 	case base64Form || !utf8.Valid(user):
 		src["userDataBase64"] = base64.StdEncoding.EncodeToString(user)
@@ -166,7 +166,7 @@ func (m *mutation) unmergeCloudInit(volumes []any, idx int, kind string, prev *I
 // denied.
 func (m *mutation) userData(src map[string]any, prev *InjectedCloudInit) (user []byte, userSecret string, base64Form, ok bool, err error) {
 	fld := field.NewPath("spec", "template", "spec", "volumes")
-	if ref, _ := src["userDataSecretRef"].(map[string]any); ref != nil {
+	if ref, _ := src["secretRef"].(map[string]any); ref != nil {
 		name := str(ref["name"])
 		ours := m.in.Name != "" && name == UserDataSecretName(m.in.Name)
 		if ours && prev != nil && prev.UserSecret != "" {
@@ -177,7 +177,7 @@ func (m *mutation) userData(src map[string]any, prev *InjectedCloudInit) (user [
 			return nil, "", false, false, err
 		}
 		if !found {
-			m.denied = append(m.denied, field.NotFound(fld.Child("userDataSecretRef"), name))
+			m.denied = append(m.denied, field.NotFound(fld.Child("secretRef"), name))
 			m.denied[len(m.denied)-1].Detail = fmt.Sprintf("the cloud-init user-data Secret %q does not exist in namespace %s, so Virtstation cannot merge its part without losing your user-data (rule: cloud-init; fix: create the Secret, or put your user-data inline)", name, m.in.Namespace)
 			return nil, "", false, false, nil
 		}
