@@ -12,7 +12,7 @@ TEST_FLAGS ?= -count=1 -p 1 -timeout 15m
 
 export CERT_MANAGER_VERSION
 
-.PHONY: all build test unit envtest-bins manifests crds generate verify-generated lint fmt check-format vet demo fuzz clean
+.PHONY: all build test test-deps unit envtest-bins manifests crds generate verify-generated lint fmt check-format vet demo fuzz clean
 
 all: build
 
@@ -40,8 +40,12 @@ generate: manifests crds
 verify-generated: $(CONTROLLER_GEN)
 	hack/verify-generated.sh
 
+## test-deps: the Debian packages the tests use for real (cloud-init, fdisk).
+test-deps:
+	@hack/install-test-deps.sh
+
 ## test: unit tests, envtest integration tests, and generated-file drift.
-test: envtest-bins verify-generated vet check-format
+test: test-deps envtest-bins verify-generated vet check-format
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) test $(TEST_FLAGS) ./...
 
 ## unit: tests that need no control plane.
@@ -54,6 +58,11 @@ fuzz:
 	$(GO) test ./mac -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./api -run '^$$' -fuzz FuzzParseMACAnnotation -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./webhooks/mutate -run '^$$' -fuzz FuzzMutate -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./api -run '^$$' -fuzz FuzzParseDataDisks -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./api -run '^$$' -fuzz FuzzParseGPUs -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./cloudinit -run '^$$' -fuzz FuzzMerge -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./cloudinit -run '^$$' -fuzz FuzzSplit -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./sshkeys -run '^$$' -fuzz FuzzCollect -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 
 check-format:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

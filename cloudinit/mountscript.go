@@ -102,6 +102,14 @@ mount_disk() {
 // it for the runcmd entry when owner has no account yet). Every value is
 // single-quoted: no serial, path or owner can inject shell. Values must not
 // contain NUL, which no shell argument can hold; [Part.Render] rejects them.
+//
+// The script never exits non-zero, so it never fails cloud-init's bootcmd: a
+// disk that does not appear within 120 s (shared by all disks), or that holds a
+// partition table or a filesystem other than ext4, is reported on stderr and
+// skipped. The environment variables VIRTSTATION_BYID_DIR (instead of
+// /dev/disk/by-id) and VIRTSTATION_WAIT_SECONDS (instead of 120) exist for
+// tests. The guest needs util-linux (blkid, mount, mountpoint), e2fsprogs
+// (mkfs.ext4), sed and coreutils, as every cloud image has.
 func MountScript(mounts []Mount, owner string) string {
 	var b strings.Builder
 	b.WriteString(mountScriptHead)

@@ -6,11 +6,13 @@
 // authorized_keys line a line, for every VM in its namespace. A managed VM
 // with the virtstation.io/ssh-user annotation and qemuGuestAgent propagation
 // (the default) reads its keys from the Secret "<vm>-ssh-keys", data key
-// "authorized_keys". The mutating webhook creates that Secret, empty, at
-// admission (so it exists before the first start); the Reconciler here adopts
-// it, makes the VM its controller owner, and rewrites its data whenever a key
-// Secret is added, changed or deleted, so additions, rotations and deletions
-// reach running guests live.
+// "authorized_keys". The mutating webhook creates that Secret at admission,
+// so it exists before the first start, but cannot make the VM its owner: on
+// CREATE the VM has no UID yet. The Reconciler here adopts the Secret, makes
+// the VM its controller owner, and rewrites its data whenever a key Secret is
+// added, changed or deleted, so additions, rotations and deletions reach
+// running guests live. A Secret of that name that virtstation does not manage
+// is never touched; the VM gets a Warning Event instead.
 //
 // The decisions (which lines are keys, what the Secret should hold, whether an
 // existing Secret is ours) are pure functions: Collect, Render, Desired and

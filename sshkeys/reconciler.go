@@ -61,6 +61,14 @@ type Reconciler struct {
 	memo memo
 }
 
+// RBAC the reconciler needs (blockOwnerDeletion on a VM-owned Secret needs
+// update on virtualmachines/finalizers where OwnerReferencesPermissionEnforcement
+// is on):
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
 // Reconcile implements reconcile.Reconciler for a VirtualMachine key.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var vm kubevirtv1.VirtualMachine

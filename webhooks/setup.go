@@ -82,6 +82,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager) error {
 	if err := adopter.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up secret adopter: %w", err)
 	}
+	sshKeys := &sshkeys.Reconciler{
+		Client: mgr.GetClient(), Reader: mgr.GetCache(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder("virtstation-ssh-keys"),
+	}
+	if err := sshKeys.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up ssh key sync: %w", err)
+	}
 	if err := mgr.Add(&mutate.Sweeper{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Suffixes: []string{mutate.UserDataSecretName(""), sshkeys.SecretName("")},

@@ -16,54 +16,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/sshkeys"
-	"github.com/virtstation/virtstation/webhooks"
 )
 
 // syncTimeout bounds each wait for the reconciler; a round trip takes well
 // under a second, the rest is slack for a loaded 2-core machine.
 const syncTimeout = 20 * time.Second
-
-// startSSHKeyReconciler runs the SSH key reconciler in a manager of its own
-// for the duration of t, with the webhook binary's cache options: only key
-// Secrets are cached, the per-VM Secrets are read from the API server.
-func startSSHKeyReconciler(t *testing.T) {
-	t.Helper()
-	skipNameValidation := true // webhooks.Setup may register the same controller
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 webhooks.NewScheme(),
-		Cache:                  webhooks.CacheOptions(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		LeaderElection:         false,
-		Controller:             config.Controller{SkipNameValidation: &skipNameValidation},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &sshkeys.Reconciler{
-		Client: mgr.GetClient(), Reader: mgr.GetCache(), APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder("virtstation-ssh-keys"),
-	}
-	if err := r.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("ssh key manager: %v", err)
-		}
-	})
-}
 
 // newPublicKey returns a fresh ed25519 key as an authorized_keys line.
 func newPublicKey(t *testing.T, comment string) string {
@@ -171,7 +132,6 @@ func waitForEvent(t *testing.T, ns, kind, name, reason string, parts ...string) 
 }
 
 func TestSSHKeySecrets(t *testing.T) {
-	startSSHKeyReconciler(t)
 
 	t.Run("VM gets the namespace's keys in a Secret it owns", func(t *testing.T) {
 		t.Parallel()

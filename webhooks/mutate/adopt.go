@@ -35,7 +35,9 @@ func (a *Adopter) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("userdata-secret-adopter").
-		For(&kubevirtv1.VirtualMachine{}, builder.WithPredicates(managed)).
+		// Status updates (KubeVirt writes many) cannot change what to adopt.
+		For(&kubevirtv1.VirtualMachine{}, builder.WithPredicates(managed,
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Complete(a)
 }
 

@@ -50,7 +50,7 @@ func (r *Reporter) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("injection-reporter").
-		For(&kubevirtv1.VirtualMachine{}, builder.WithPredicates(managed)).
+		For(&kubevirtv1.VirtualMachine{}, builder.WithPredicates(managed, predicate.AnnotationChangedPredicate{})).
 		Complete(r)
 }
 

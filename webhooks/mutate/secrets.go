@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,26 +51,27 @@ func (c ClientSecretWriter) Write(ctx context.Context, w SecretWrite, owner *kub
 	if !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create secret %s: %w", want.Name, err)
 	}
-	var cur corev1.Secret
-	if err := c.Reader.Get(ctx, client.ObjectKeyFromObject(want), &cur); err != nil {
-		return fmt.Errorf("read secret %s: %w", want.Name, err)
-	}
-	if cur.Labels[api.LabelManagedBy] != api.ManagedByValue {
-		return fmt.Errorf("%w: %s/%s", ErrForeignSecret, cur.Namespace, cur.Name)
-	}
-	if w.CreateOnly {
-		return nil
-	}
-	if maps.EqualFunc(cur.Data, want.Data, func(a, b []byte) bool { return string(a) == string(b) }) &&
-		(len(want.OwnerReferences) == 0 || len(cur.OwnerReferences) > 0) {
-		return nil
-	}
-	cur.Data = want.Data
-	if len(cur.OwnerReferences) == 0 {
-		cur.OwnerReferences = want.OwnerReferences
-	}
-	if err := c.Client.Update(ctx, &cur); err != nil {
-		return fmt.Errorf("update secret %s: %w", want.Name, err)
-	}
-	return nil
+	// The adopter or the SSH-key reconciler may update the Secret between
+	// our read and write: re-read and retry on a conflict.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur corev1.Secret
+		if err := c.Reader.Get(ctx, client.ObjectKeyFromObject(want), &cur); err != nil {
+			return fmt.Errorf("read secret %s: %w", want.Name, err)
+		}
+		if cur.Labels[api.LabelManagedBy] != api.ManagedByValue {
+			return fmt.Errorf("%w: %s/%s", ErrForeignSecret, cur.Namespace, cur.Name)
+		}
+		if w.CreateOnly {
+			return nil
+		}
+		if maps.EqualFunc(cur.Data, want.Data, func(a, b []byte) bool { return string(a) == string(b) }) &&
+			(len(want.OwnerReferences) == 0 || len(cur.OwnerReferences) > 0) {
+			return nil
+		}
+		cur.Data = want.Data
+		if len(cur.OwnerReferences) == 0 {
+			cur.OwnerReferences = want.OwnerReferences
+		}
+		return c.Client.Update(ctx, &cur)
+	})
 }

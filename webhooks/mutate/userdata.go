@@ -181,12 +181,11 @@ func (m *mutation) userData(src map[string]any, prev *InjectedCloudInit) (user [
 			m.denied[len(m.denied)-1].Detail = fmt.Sprintf("the cloud-init user-data Secret %q does not exist in namespace %s, so Virtstation cannot merge its part without losing your user-data (rule: cloud-init; fix: create the Secret, or put your user-data inline)", name, m.in.Namespace)
 			return nil, "", false, false, nil
 		}
+		user, ok := m.split(data, fld.Child("secretRef"))
 		if ours {
-			user, _, err = cloudinit.Split(data)
-			return user, "", false, err == nil, err
+			name = ""
 		}
-		user, _, err = cloudinit.Split(data)
-		return user, name, false, err == nil, err
+		return user, name, false, ok, nil
 	}
 	if s := str(src["userDataBase64"]); s != "" {
 		raw, err := base64.StdEncoding.DecodeString(s)
@@ -194,11 +193,24 @@ func (m *mutation) userData(src map[string]any, prev *InjectedCloudInit) (user [
 			m.denied = append(m.denied, field.Invalid(fld.Child("userDataBase64"), "(omitted)", "not valid base64 (rule: cloud-init; fix: encode your user-data with base64)"))
 			return nil, "", false, false, nil
 		}
-		user, _, err = cloudinit.Split(raw)
-		return user, "", true, err == nil, err
+		user, ok := m.split(raw, fld.Child("userDataBase64"))
+		return user, "", true, ok, nil
 	}
-	user, _, err = cloudinit.Split([]byte(str(src["userData"])))
-	return user, "", false, err == nil, err
+	user, ok = m.split([]byte(str(src["userData"])), fld.Child("userData"))
+	return user, "", false, ok, nil
+}
+
+// split recovers the user's own user-data from data that may hold an
+// earlier merge. A merge that was edited by hand cannot be split safely: the
+// admission is denied rather than the user's data guessed at.
+func (m *mutation) split(data []byte, fld *field.Path) ([]byte, bool) {
+	user, _, err := cloudinit.Split(data)
+	if err != nil {
+		m.denied = append(m.denied, field.Invalid(fld, "(omitted)", fmt.Sprintf(
+			"this user-data holds Virtstation's merged format but was edited, so your part cannot be recovered byte for byte: %v (rule: cloud-init; fix: replace it with your own user-data only; Virtstation merges its part again)", err)))
+		return nil, false
+	}
+	return user, true
 }
 
 // secretUserData reads the user-data key of a Secret.
