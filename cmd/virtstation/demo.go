@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -148,7 +150,49 @@ func applyAndShow(ctx context.Context, env *envtest.Env, objs []render.Object, o
 			managed = append(managed, vm)
 		}
 	}
-	return showEvents(ctx, env, managed, out)
+	// Events first: waiting for them gives the reconcilers time to adopt
+	// the Secrets the webhook wrote.
+	if err := showEvents(ctx, env, managed, out); err != nil {
+		return err
+	}
+	return showSecrets(ctx, env, managed, out)
+}
+
+// showSecrets lists the Secrets Virtstation wrote for the managed VMs, with
+// their keys and sizes (not their content).
+func showSecrets(ctx context.Context, env *envtest.Env, vms []*kubevirtv1.VirtualMachine, out io.Writer) error {
+	seen := map[string]bool{}
+	var lines []string
+	for _, vm := range vms {
+		if seen[vm.Namespace] {
+			continue
+		}
+		seen[vm.Namespace] = true
+		var list corev1.SecretList
+		if err := env.Client.List(ctx, &list, client.InNamespace(vm.Namespace), client.MatchingLabels{api.LabelManagedBy: api.ManagedByValue}); err != nil {
+			return err
+		}
+		for _, s := range list.Items {
+			owner := "no owner yet"
+			if ref := metav1.GetControllerOf(&s); ref != nil {
+				owner = "owned by " + ref.Kind + " " + ref.Name
+			}
+			var keys []string
+			for k, v := range s.Data {
+				keys = append(keys, fmt.Sprintf("%s (%d bytes)", k, len(v)))
+			}
+			sort.Strings(keys)
+			lines = append(lines, fmt.Sprintf("  %s/%s  %s  %s", s.Namespace, s.Name, strings.Join(keys, ", "), owner))
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out, "\nSecrets written by Virtstation:")
+	for _, l := range lines {
+		fmt.Fprintln(out, l)
+	}
+	return nil
 }
 
 func key(o client.Object) string {
@@ -171,8 +215,15 @@ func showVM(out io.Writer, vm *kubevirtv1.VirtualMachine, warns []string) error 
 	}
 	if vm.Spec.Template != nil {
 		spec := vm.Spec.Template.Spec
-		view["interfaces"] = spec.Domain.Devices.Interfaces
+		view["devices"] = spec.Domain.Devices
 		view["networks"] = spec.Networks
+		view["volumes"] = spec.Volumes
+		if len(spec.AccessCredentials) > 0 {
+			view["accessCredentials"] = spec.AccessCredentials
+		}
+		if len(spec.Domain.Resources.Limits) > 0 || len(spec.Domain.Resources.Requests) > 0 {
+			view["resources"] = spec.Domain.Resources
+		}
 	}
 	b, err := yaml.Marshal(view)
 	if err != nil {
