@@ -146,17 +146,7 @@ func labelValue(m *dto.Metric, name string) string {
 // eventsFor lists the events.k8s.io Events regarding a VM.
 func eventsFor(t *testing.T, ns, name string) []eventsv1.Event {
 	t.Helper()
-	var list eventsv1.EventList
-	if err := env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	var out []eventsv1.Event
-	for _, e := range list.Items {
-		if e.Regarding.Kind == "VirtualMachine" && e.Regarding.Name == name {
-			out = append(out, e)
-		}
-	}
-	return out
+	return eventsRegarding(t, ns, "VirtualMachine", name)
 }
 
 // eventually polls cond until it returns nil or the deadline passes.
