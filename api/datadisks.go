@@ -3,7 +3,9 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -64,8 +66,8 @@ func ParseDataDisks(value string, fld *field.Path) ([]DataDisk, field.ErrorList)
 			return nil, field.ErrorList{field.Invalid(fld, value, fmt.Sprintf(
 				"not a valid JSON list of {name, mountPath, type, bus, readOnly}: %v (fix: use the shorthand name:/mount,… or valid JSON)", err))}
 		}
-		if dec.More() {
-			return nil, field.ErrorList{field.Invalid(fld, value, "trailing data after the JSON list")}
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			return nil, field.ErrorList{field.Invalid(fld, value, "trailing data after the JSON list (fix: remove it)")}
 		}
 	} else {
 		for _, entry := range strings.Split(v, ",") {
@@ -77,13 +79,19 @@ func ParseDataDisks(value string, fld *field.Path) ([]DataDisk, field.ErrorList)
 		return nil, field.ErrorList{field.TooMany(fld, len(disks), maxDataDisks)}
 	}
 	var errs field.ErrorList
-	seen := sets.New[string]()
+	seen, mounts := sets.New[string](), sets.New[string]()
 	for i := range disks {
 		errs = append(errs, defaultAndCheckDisk(&disks[i], fld.Index(i))...)
 		if seen.Has(disks[i].Name) {
 			errs = append(errs, field.Duplicate(fld.Index(i).Child("name"), disks[i].Name))
 		}
 		seen.Insert(disks[i].Name)
+		if m := disks[i].MountPath; m != "" {
+			if mounts.Has(m) {
+				errs = append(errs, field.Duplicate(fld.Index(i).Child("mountPath"), m))
+			}
+			mounts.Insert(m)
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errs
@@ -125,6 +133,9 @@ func defaultAndCheckDisk(d *DataDisk, fld *field.Path) field.ErrorList {
 	}
 	if d.MountPath != "" && !strings.HasPrefix(d.MountPath, "/") {
 		errs = append(errs, field.Invalid(fld.Child("mountPath"), d.MountPath, "must be an absolute path such as /data"))
+	}
+	if strings.ContainsAny(d.MountPath, "\x00\n\r") {
+		errs = append(errs, field.Invalid(fld.Child("mountPath"), d.MountPath, "must not contain NUL or line breaks"))
 	}
 	return errs
 }

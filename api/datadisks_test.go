@@ -135,6 +135,18 @@ func TestParseDataDisks(t *testing.T) {
 			value:   "home:/home,My_Disk:/data",
 			wantErr: field.ErrorList{field.Invalid(pathDataDisks.Index(1).Child("name"), "My_Disk", "")},
 		},
+		"junk after the JSON list": {
+			value:   `[{"name":"a"}]]`,
+			wantErr: field.ErrorList{field.Invalid(pathDataDisks, `[{"name":"a"}]]`, "")},
+		},
+		"duplicate mount path": {
+			value:   "x:/data,y:/data",
+			wantErr: field.ErrorList{field.Duplicate(pathDataDisks.Index(1).Child("mountPath"), "/data")},
+		},
+		"NUL in a mount path": {
+			value:   `[{"name":"x","mountPath":"/da\u0000ta"}]`,
+			wantErr: field.ErrorList{field.Invalid(pathDataDisks.Index(0).Child("mountPath"), "/da\x00ta", "")},
+		},
 		"duplicate name": {
 			value:   "home:/home,scratch:/scratch,home:/other",
 			wantErr: field.ErrorList{field.Duplicate(pathDataDisks.Index(2).Child("name"), "home")},

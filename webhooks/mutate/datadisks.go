@@ -57,7 +57,7 @@ func attachDataDisks(m *mutation) error {
 		return nil
 	}
 	attach := make([]InjectedDisk, 0, len(wanted))
-	serials := sets.New[string]()
+	serials, diskNames := sets.New[string](), sets.New[string]()
 	for i, d := range wanted {
 		kind, ok, err := m.cluster.DataDisk(m.ctx, m.in.Namespace, d.Name)
 		if err != nil {
@@ -71,11 +71,14 @@ func attachDataDisks(m *mutation) error {
 			continue
 		}
 		serial := diskSerial(d.Name)
-		if serials.Has(serial) {
-			m.denied = append(m.denied, field.Duplicate(fld.Index(i).Child("name"), d.Name))
+		if serials.Has(serial) || diskNames.Has(diskName(serial)) {
+			m.deny(field.ErrorList{field.Invalid(fld.Index(i).Child("name"), d.Name, fmt.Sprintf(
+				"gets the same disk serial or name (%s, %s) as an earlier entry", serial, diskName(serial)))},
+				"data-disks", "rename one of the DataVolumes/PVCs so that their names differ in more than '.' and '-'")
 			continue
 		}
 		serials.Insert(serial)
+		diskNames.Insert(diskName(serial))
 		attach = append(attach, InjectedDisk{
 			Name: d.Name, Kind: kind, Disk: diskName(serial), Serial: serial,
 			Type: string(d.Type), Bus: d.Bus, ReadOnly: d.ReadOnly, MountPath: d.MountPath,
@@ -94,31 +97,38 @@ func attachDataDisks(m *mutation) error {
 	for _, d := range m.oldInjected().DataDisks {
 		owned.Insert(d.Disk)
 	}
-	disks := withoutNames(getList(m.obj, pathDisks), owned)
-	volumes := withoutNames(getList(m.obj, pathVolumes), owned)
-	taken := names(disks).Union(names(volumes))
+	disks, volumes := getList(m.obj, pathDisks), getList(m.obj, pathVolumes)
+	taken := names(withoutNames(disks, owned)).Union(names(withoutNames(volumes, owned)))
 	for _, d := range vm.Spec.Template.Spec.Domain.Devices.Disks {
 		if d.Serial != "" && serials.Has(d.Serial) && !owned.Has(d.Name) {
-			m.denied = append(m.denied, field.Duplicate(field.NewPath("spec", "template", "spec", "domain", "devices", "disks").Key(d.Name).Child("serial"), d.Serial))
+			m.deny(field.ErrorList{field.Duplicate(field.NewPath("spec", "template", "spec", "domain", "devices", "disks").Key(d.Name).Child("serial"), d.Serial)},
+				"data-disks", "give your disk another serial: Virtstation uses the data disk's name")
 		}
 	}
 	for _, d := range attach {
 		if taken.Has(d.Disk) {
 			m.denied = append(m.denied, field.Invalid(fld, d.Name, fmt.Sprintf(
 				"the VM already has a disk or volume named %q (rule: data-disks; fix: rename yours, Virtstation uses the vs- prefix)", d.Disk)))
-			continue
 		}
-		disks = append(disks, diskEntry(d))
-		volumes = append(volumes, volumeEntry(d))
 	}
 	if len(m.denied) > 0 {
 		return nil
 	}
 	if len(attach) > 0 || owned.Len() > 0 {
-		if err := setList(m.obj, disks, pathDisks); err != nil {
+		// Entries keep their place: reordering disks would mark a running
+		// VM RestartRequired for nothing.
+		wantDisks, wantVolumes := map[string]any{}, map[string]any{}
+		for _, d := range attach {
+			wantDisks[d.Disk], wantVolumes[d.Disk] = diskEntry(d), volumeEntry(d)
+		}
+		order := make([]string, len(attach))
+		for i, d := range attach {
+			order[i] = d.Disk
+		}
+		if err := setList(m.obj, reconcileList(disks, owned, wantDisks, order), pathDisks); err != nil {
 			return fmt.Errorf("write disks: %w", err)
 		}
-		if err := setList(m.obj, volumes, pathVolumes); err != nil {
+		if err := setList(m.obj, reconcileList(volumes, owned, wantVolumes, order), pathVolumes); err != nil {
 			return fmt.Errorf("write volumes: %w", err)
 		}
 	}
@@ -195,6 +205,32 @@ func volumeEntry(d InjectedDisk) map[string]any {
 		claim["readOnly"] = true
 	}
 	return map[string]any{"name": d.Disk, "persistentVolumeClaim": claim}
+}
+
+// reconcileList replaces the entries of l this webhook owns with the wanted
+// ones in place, drops owned entries no longer wanted, and appends new ones
+// in order. Entries it does not own are untouched.
+func reconcileList(l []any, owned sets.Set[string], want map[string]any, order []string) []any {
+	out := make([]any, 0, len(l)+len(want))
+	placed := sets.New[string]()
+	for _, x := range l {
+		o, ok := x.(map[string]any)
+		n, _ := o["name"].(string)
+		if !ok || !owned.Has(n) && want[n] == nil {
+			out = append(out, x)
+			continue
+		}
+		if w, ok := want[n]; ok && !placed.Has(n) {
+			out = append(out, w)
+			placed.Insert(n)
+		}
+	}
+	for _, n := range order {
+		if !placed.Has(n) {
+			out = append(out, want[n])
+		}
+	}
+	return out
 }
 
 // withoutNames drops the named objects from l.

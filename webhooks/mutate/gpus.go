@@ -56,6 +56,7 @@ func addGPUs(m *mutation) error {
 			devices.Insert(str(o["deviceName"]))
 		}
 	}
+	hadOurs := ours.Len() > 0
 	for _, dev := range sets.List(devices) {
 		gpus = m.fitGPUCount(gpus, dev, want[dev], ours)
 	}
@@ -72,7 +73,7 @@ func addGPUs(m *mutation) error {
 	if len(added) > 0 || len(moved) > 0 {
 		m.injected.GPUs = &InjectedGPUs{Added: added, MovedResources: moved}
 	}
-	if len(reqs) == 0 && len(moved) == 0 && ours.Len() == 0 {
+	if len(reqs) == 0 && len(moved) == 0 && !hadOurs {
 		return nil
 	}
 	if len(gpus) == 0 {
@@ -136,7 +137,8 @@ func (m *mutation) moveGPUResources(gpus *[]any) ([]string, error) {
 			}
 			q, err := resource.ParseQuantity(fmt.Sprint(v))
 			if err != nil {
-				m.denied = append(m.denied, field.Invalid(field.NewPath("spec", "template", "spec", "domain", "resources", part).Key(k), v, "not a quantity"))
+				m.denied = append(m.denied, field.Invalid(field.NewPath("spec", "template", "spec", "domain", "resources", part).Key(k), v,
+					"not a quantity (rule: gpus; fix: give a whole number of devices, e.g. \"1\")"))
 				continue
 			}
 			counts[k] = max(counts[k], q.Value())

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,6 +35,7 @@ const Path = "/mutate-kubevirt-io-v1-virtualmachine"
 type Handler struct {
 	cluster Cluster
 	secrets SecretWriter
+	dryRun  secretStash
 }
 
 // HandlerOption configures a Handler.
@@ -65,7 +67,12 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	res, err := Mutate(ctx, in, h.cluster)
+	dryRun := req.DryRun != nil && *req.DryRun
+	cluster := h.cluster
+	if dryRun {
+		cluster = stashedCluster{Cluster: h.cluster, stash: &h.dryRun, uid: req.UID}
+	}
+	res, err := Mutate(ctx, in, cluster)
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "mutation failed", "uid", req.UID, "namespace", in.Namespace, "name", in.Name)
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not mutate the VirtualMachine; see the webhook log for request %s", req.UID))
@@ -75,10 +82,10 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		resp.Warnings = res.Warnings
 		return resp
 	}
-	if req.DryRun == nil || !*req.DryRun {
-		if resp, ok := h.writeSecrets(ctx, req, in, res.Secrets); !ok {
-			return resp
-		}
+	if dryRun {
+		h.dryRun.put(req.UID, res.Secrets, time.Now())
+	} else if resp, ok := h.writeSecrets(ctx, req, in, res.Secrets); !ok {
+		return resp
 	}
 	out, err := json.Marshal(res.Object)
 	if err != nil {

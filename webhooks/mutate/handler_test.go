@@ -2,12 +2,14 @@ package mutate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -236,4 +238,47 @@ func TestHandlerHandle(t *testing.T) {
 // equalJSON compares a patch value with a Go value by their JSON encoding.
 func equalJSON(a, b any) bool {
 	return toJSON(a) == toJSON(b)
+}
+
+// TestDryRunReinvocation: a dry-run admission writes no Secret, yet its
+// object points at <vm>-userdata; when the API server reinvokes the webhook
+// for the same request, the user's data must still be found.
+func TestDryRunReinvocation(t *testing.T) {
+	cluster := NewStaticCluster(nil)
+	cluster.AddDataDisk(KindPVC, testNamespace, "home", map[string]string{api.LabelDataDisk: api.LabelTrue})
+	h := NewHandler(cluster)
+	const userData = "#cloud-config\npackages: [git]\n"
+	vm := vmJSON(ann(api.AnnotationDataDisks, "home:/home"), `{"domain":{"devices":{"disks":[{"name":"ci","disk":{}}]}},"volumes":[{"name":"ci","cloudInitNoCloud":{"userData":"`+strings.ReplaceAll(userData, "\n", `\n`)+`"}}]}`)
+	dry := true
+	req := vmRequest(admissionv1.Create, vm, "")
+	req.DryRun = &dry
+	first := h.Handle(context.Background(), req)
+	if !first.Allowed || len(first.Patches) == 0 {
+		t.Fatalf("first call: %+v", first.Result)
+	}
+	ops, err := json.Marshal(first.Patches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := jsonpatch.DecodePatch(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutated, err := patch.Apply([]byte(vm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mutated), `"secretRef":{"name":"web-userdata"}`) {
+		t.Fatalf("dry-run object does not point at the per-VM Secret: %s", mutated)
+	}
+	// The reinvocation carries the same UID and the mutated object.
+	again := vmRequest(admissionv1.Create, string(mutated), "")
+	again.DryRun = &dry
+	second := h.Handle(context.Background(), again)
+	if !second.Allowed {
+		t.Fatalf("reinvocation of the dry run was denied: %s", second.Result.Message)
+	}
+	if len(second.Patches) != 0 {
+		t.Fatalf("reinvocation changed the object again: %+v", second.Patches)
+	}
 }

@@ -78,7 +78,7 @@ func mergeCloudInit(m *mutation) error {
 		src = map[string]any{}
 		vol[kind] = src
 	}
-	user, userSecret, base64Form, ok, err := m.userData(src, prev)
+	user, userSecret, base64Form, ok, err := m.userData(src, prev, field.NewPath("spec", "template", "spec", "volumes").Index(idx).Child(kind))
 	if err != nil || !ok {
 		return err
 	}
@@ -96,7 +96,7 @@ func mergeCloudInit(m *mutation) error {
 	case userSecret == "" && len(inline) <= maxInlineUserData:
 		src["userData"] = inline
 	case m.in.Name == "":
-		m.denied = append(m.denied, field.Forbidden(field.NewPath("spec", "template", "spec", "volumes").Key(rec.Volume),
+		m.denied = append(m.denied, field.Forbidden(field.NewPath("spec", "template", "spec", "volumes").Index(idx),
 			"the merged cloud-init user-data needs a per-VM Secret, which is named after the VM, and a VM created with generateName has no name yet (rule: cloud-init; fix: give the VM a name)"))
 		return nil
 	default:
@@ -140,7 +140,7 @@ func (m *mutation) unmergeCloudInit(volumes []any, idx int, kind string, prev *I
 		return setList(m.obj, keep, pathVolumes)
 	}
 	src, _ := vol[kind].(map[string]any)
-	user, userSecret, base64Form, ok, err := m.userData(src, prev)
+	user, userSecret, base64Form, ok, err := m.userData(src, prev, field.NewPath("spec", "template", "spec", "volumes").Index(idx).Child(kind))
 	if err != nil || !ok {
 		return err
 	}
@@ -164,8 +164,7 @@ func (m *mutation) unmergeCloudInit(volumes []any, idx int, kind string, prev *I
 // at Virtstation's Secret, recovered from it. userSecret is the user's own
 // Secret's name when the data lives there. ok is false when the admission is
 // denied.
-func (m *mutation) userData(src map[string]any, prev *InjectedCloudInit) (user []byte, userSecret string, base64Form, ok bool, err error) {
-	fld := field.NewPath("spec", "template", "spec", "volumes")
+func (m *mutation) userData(src map[string]any, prev *InjectedCloudInit, fld *field.Path) (user []byte, userSecret string, base64Form, ok bool, err error) {
 	if ref, _ := src["secretRef"].(map[string]any); ref != nil {
 		name := str(ref["name"])
 		ours := m.in.Name != "" && name == UserDataSecretName(m.in.Name)
@@ -177,7 +176,7 @@ func (m *mutation) userData(src map[string]any, prev *InjectedCloudInit) (user [
 			return nil, "", false, false, err
 		}
 		if !found {
-			m.denied = append(m.denied, field.NotFound(fld.Child("secretRef"), name))
+			m.denied = append(m.denied, field.NotFound(fld.Child("secretRef", "name"), name))
 			m.denied[len(m.denied)-1].Detail = fmt.Sprintf("the cloud-init user-data Secret %q does not exist in namespace %s, so Virtstation cannot merge its part without losing your user-data (rule: cloud-init; fix: create the Secret, or put your user-data inline)", name, m.in.Namespace)
 			return nil, "", false, false, nil
 		}
