@@ -12,12 +12,21 @@ TEST_FLAGS ?= -count=1 -p 1 -timeout 15m
 
 export CERT_MANAGER_VERSION
 
-.PHONY: all build test test-deps unit envtest-bins manifests crds generate verify-generated lint fmt check-format vet demo fuzz clean
+.PHONY: all build test test-deps policy-test unit envtest-bins manifests crds generate verify-generated lint fmt check-format vet demo fuzz clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
+
+OPA := $(BIN)/opa
+
+$(OPA): hack/tools/go.mod hack/tools/go.sum
+	$(GO) build -modfile=hack/tools/go.mod -o $@ github.com/open-policy-agent/opa
+
+## policy-test: the shipped Rego policies' own tests, with the opa CLI.
+policy-test: $(OPA)
+	$(OPA) test policies/
 
 $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 	$(GO) build -modfile=hack/tools/go.mod -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
@@ -28,7 +37,7 @@ envtest-bins:
 
 ## manifests: webhook configurations from the +kubebuilder:webhook markers.
 manifests: $(CONTROLLER_GEN)
-	$(CONTROLLER_GEN) webhook paths=./webhooks/... output:webhook:artifacts:config=config/webhook
+	$(CONTROLLER_GEN) webhook paths="./webhooks/...;./claims/..." output:webhook:artifacts:config=config/webhook
 
 ## crds: KubeVirt, CDI and cert-manager CRDs for the envtest control plane.
 crds: $(CONTROLLER_GEN)
@@ -45,7 +54,7 @@ test-deps:
 	@hack/install-test-deps.sh
 
 ## test: unit tests, envtest integration tests, and generated-file drift.
-test: test-deps envtest-bins verify-generated vet check-format
+test: test-deps envtest-bins verify-generated vet check-format policy-test
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) test $(TEST_FLAGS) ./...
 
 ## unit: tests that need no control plane.

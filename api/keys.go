@@ -48,4 +48,7 @@ const (
 const (
 	// AnnotationInjected records, as JSON, what the mutating webhook did.
 	AnnotationInjected = "virtstation.io/injected"
+	// AnnotationPolicyRevision names the policy set active when the VM was
+	// admitted.
+	AnnotationPolicyRevision = "virtstation.io/policy-revision"
 )

@@ -7,7 +7,7 @@ CONTROLLER_GEN="${CONTROLLER_GEN:-bin/controller-gen}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
-"$CONTROLLER_GEN" webhook paths=./webhooks/... output:webhook:artifacts:config="$tmp/webhook"
+"$CONTROLLER_GEN" webhook paths="./webhooks/...;./claims/..." output:webhook:artifacts:config="$tmp/webhook"
 CONTROLLER_GEN="$CONTROLLER_GEN" hack/gen-crds.sh "$tmp/crds"
 
 status=0

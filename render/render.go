@@ -18,6 +18,7 @@ import (
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/webhooks/mutate"
+	"github.com/virtstation/virtstation/webhooks/validate"
 )
 
 // Options says what to render.
@@ -30,6 +31,10 @@ type Options struct {
 	Cluster []Object
 	// Namespace is used for objects that set none, as kubectl does.
 	Namespace string
+	// Policies, when set, judges each admitted VM as the validating webhook
+	// does, with claims taken from the objects' annotations and from the VMs
+	// rendered before it.
+	Policies *validate.Engine
 }
 
 // Verdict is the outcome for one manifest.
@@ -62,6 +67,15 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 			order = append(order, key)
 		}
 		existing[key] = vm
+	}
+	world := newDiskWorld()
+	for _, obj := range opts.Cluster {
+		world.add(obj, ns)
+	}
+	for _, obj := range opts.Manifests {
+		if !isVM(obj) {
+			world.add(obj, ns)
+		}
 	}
 	static := mutate.NewStaticCluster(nil)
 	static.CollectKeys = func(s []corev1.Secret) []string { keys, _ := sshkeys.Collect(s); return keys }
@@ -120,6 +134,22 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 			continue
 		}
 		v.Object = res.Object
+		if opts.Policies != nil {
+			var old Object
+			if in.OldVM != nil {
+				old = findObject(opts.Cluster, key, ns)
+			}
+			denied, warnings, err := evaluate(ctx, opts.Policies, world, string(in.Operation), vm.Namespace, vm.Name, res.Object, old)
+			if err != nil {
+				return nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
+			}
+			v.Warnings = append(v.Warnings, warnings...)
+			if len(denied) > 0 {
+				v.Denied, v.Object = denied, nil
+				out = append(out, v)
+				continue
+			}
+		}
 		for _, w := range res.Secrets {
 			sec, err := toObject(readableSecret(w.Secret))
 			if err != nil {
@@ -245,4 +275,19 @@ func readableSecret(s *corev1.Secret) *corev1.Secret {
 		out.Data = nil
 	}
 	return out
+}
+
+// findObject returns the cluster object with that "ns/name" key.
+func findObject(objs []Object, key, ns string) Object {
+	for _, o := range objs {
+		u := &unstructured.Unstructured{Object: o}
+		n := u.GetNamespace()
+		if n == "" {
+			n = ns
+		}
+		if isVM(o) && n+"/"+u.GetName() == key {
+			return o
+		}
+	}
+	return nil
 }

@@ -11,10 +11,11 @@ import (
 )
 
 // CacheOptions restricts what the manager caches to what the webhooks
-// read: only DataVolumes and PVCs labelled as data disks, and only Secrets
+// read: only DataVolumes and PVCs labelled as data disks, only Secrets
 // labelled as SSH key sources (other Secrets are read through the API server
-// when needed). Managed fields are dropped from every cached object.
-func CacheOptions() cache.Options {
+// when needed), and only the ConfigMaps of the install namespace. Managed
+// fields are dropped from every cached object.
+func CacheOptions(namespace string) cache.Options {
 	dataDisk := labels.SelectorFromSet(labels.Set{api.LabelDataDisk: api.LabelTrue})
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
@@ -22,6 +23,7 @@ func CacheOptions() cache.Options {
 			&cdiv1beta1.DataVolume{}:        {Label: dataDisk},
 			&corev1.PersistentVolumeClaim{}: {Label: dataDisk},
 			&corev1.Secret{}:                {Label: labels.SelectorFromSet(labels.Set{api.LabelSSHPublicKey: api.LabelTrue})},
+			&corev1.ConfigMap{}:             {Namespaces: map[string]cache.Config{namespace: {}}},
 		},
 	}
 }

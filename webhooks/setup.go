@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,8 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/virtstation/virtstation/claims"
 	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/webhooks/mutate"
+	"github.com/virtstation/virtstation/webhooks/validate"
 )
 
 // cacheSyncProbeTimeout bounds how long /readyz waits on informer sync; a
@@ -43,9 +46,22 @@ const (
 	sweepEvery  = 5 * time.Minute
 )
 
+// policyEvalTimeout bounds one Rego evaluation, well below the webhook's
+// 5 s timeout so a slow policy is a clear error, not an API server timeout.
+const policyEvalTimeout = time.Second
+
+// Options configures Setup.
+type Options struct {
+	// Namespace is the install namespace: policy ConfigMaps live there.
+	Namespace string
+	// ClaimGrace is how long a disk claim holds before its VM exists; a
+	// claim by a VM that never appears is released after it.
+	ClaimGrace time.Duration
+}
+
 // Setup registers the webhooks, their cache indexes and informers, the
 // reconcilers and the health checks on mgr.
-func Setup(ctx context.Context, mgr ctrl.Manager) error {
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &kubevirtv1.VirtualMachine{}, mutate.IndexMAC, mutate.MACIndexer); err != nil {
 		return fmt.Errorf("index virtual machines by mac: %w", err)
 	}
@@ -65,13 +81,24 @@ func Setup(ctx context.Context, mgr ctrl.Manager) error {
 		}
 	}
 
+	engine := validate.NewEngine(policyEvalTimeout)
+	modes := &atomic.Pointer[validate.Modes]{}
+	policyMetrics := validate.DefaultMetrics()
+
 	cluster := mutate.CacheCluster{
 		Reader: mgr.GetCache(), APIReader: mgr.GetAPIReader(), NoDataVolumes: !cdi,
 		CollectKeys: func(s []corev1.Secret) []string { keys, _ := sshkeys.Collect(s); return keys },
 	}
 	srv := mgr.GetWebhookServer()
 	srv.Register(mutate.Path, &webhook.Admission{Handler: mutate.NewHandler(cluster,
-		mutate.WithSecretWriter(mutate.ClientSecretWriter{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}))})
+		mutate.WithSecretWriter(mutate.ClientSecretWriter{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}),
+		mutate.WithPolicyRevision(engine.Revision))})
+	srv.Register(validate.VMPath, &webhook.Admission{Handler: &validate.VMHandler{
+		Engine: engine, Modes: modes, Client: mgr.GetClient(), DryRun: policyMetrics.DryRunViolation,
+		Snapshots: validate.Snapshotter{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), NoDataVolumes: !cdi, Grace: opts.ClaimGrace},
+	}})
+	srv.Register(validate.ConfigMapPath, &webhook.Admission{Handler: &validate.ConfigMapValidator{Namespace: opts.Namespace, Reader: mgr.GetAPIReader()}})
+	srv.Register(claims.DeletionGuardPath, &webhook.Admission{Handler: &claims.DeletionGuard{Reader: mgr.GetAPIReader(), Grace: opts.ClaimGrace}})
 
 	recorder := mgr.GetEventRecorder("virtstation-webhook")
 	reporter := &mutate.Reporter{Reader: mgr.GetCache(), Recorder: recorder}
@@ -81,6 +108,17 @@ func Setup(ctx context.Context, mgr ctrl.Manager) error {
 	adopter := &mutate.Adopter{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
 	if err := adopter.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up secret adopter: %w", err)
+	}
+	loader := &validate.PolicyLoader{
+		Client: mgr.GetClient(), Reader: mgr.GetCache(), Namespace: opts.Namespace, Engine: engine,
+		Recorder: mgr.GetEventRecorder("virtstation-policy"), Modes: modes, Metrics: policyMetrics,
+	}
+	if err := loader.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up policy loader: %w", err)
+	}
+	releaser := &claims.Releaser{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Reader: mgr.GetCache(), Grace: opts.ClaimGrace, NoDataVolumes: !cdi}
+	if err := releaser.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up claim releaser: %w", err)
 	}
 	sshKeys := &sshkeys.Reconciler{
 		Client: mgr.GetClient(), Reader: mgr.GetCache(), APIReader: mgr.GetAPIReader(),
@@ -101,6 +139,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager) error {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("webhook-server", srv.StartedChecker()); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("policies", engine.ReadyCheck); err != nil {
 		return err
 	}
 	return mgr.AddReadyzCheck("informers", func(req *http.Request) error {

@@ -2,6 +2,7 @@
 //
 //	virtstation render -f vm.yaml [--objects objects.yaml] [-n namespace] [-o yaml|json]
 //	virtstation demo [-f examples/]
+//	virtstation policy test [DIR]
 //
 // render shows, offline, what the webhooks would do to a manifest; demo runs
 // the product on an embedded local control plane.
@@ -43,6 +44,7 @@ type command struct {
 var commands = map[string]command{
 	"render": {"print VirtualMachines as the webhooks would admit them (offline)", runRender},
 	"demo":   {"run the webhooks on a local control plane and apply examples", runDemo},
+	"policy": {"run the shipped Rego policy tests and those in a directory (policy test [DIR])", runPolicy},
 }
 
 func main() {

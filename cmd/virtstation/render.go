@@ -20,11 +20,13 @@ func runRender(ctx context.Context, args []string, s streams) int {
 	objects := fs.String("objects", "", "multi-document YAML of the objects that already exist in the cluster (other VMs, DataVolumes, PVCs, Secrets)")
 	namespace := fs.String("n", "default", "namespace of objects that set none")
 	output := fs.String("o", "yaml", "output format: yaml or json")
+	policyDir := fs.String("policy", "", "directory of operator Rego modules (*.rego) to evaluate with the shipped policies")
+	noPolicies := fs.Bool("no-policies", false, "skip the validating policies (mutation only)")
 	if err := fs.Parse(args); err != nil {
 		return exitBadInput
 	}
 	if *file == "" || fs.NArg() > 0 {
-		fmt.Fprintln(s.err, "usage: virtstation render -f vm.yaml [--objects objects.yaml] [-n namespace] [-o yaml|json]")
+		fmt.Fprintln(s.err, "usage: virtstation render -f vm.yaml [--objects objects.yaml] [-n namespace] [-o yaml|json] [--policy DIR] [--no-policies]")
 		return exitBadInput
 	}
 	if *output != "yaml" && *output != "json" {
@@ -43,7 +45,14 @@ func runRender(ctx context.Context, args []string, s streams) int {
 			return exitBadInput
 		}
 	}
-	verdicts, err := render.Render(ctx, render.Options{Manifests: manifests, Cluster: cluster, Namespace: *namespace})
+	opts := render.Options{Manifests: manifests, Cluster: cluster, Namespace: *namespace}
+	if !*noPolicies {
+		if opts.Policies, err = loadEngine(ctx, *policyDir); err != nil {
+			fmt.Fprintf(s.err, "render: %v\n", err)
+			return exitBadInput
+		}
+	}
+	verdicts, err := render.Render(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(s.err, "render: %v\n", err)
 		return exitBadInput

@@ -29,6 +29,8 @@ func TestRender(t *testing.T) {
 		"missing-file":      {args: []string{"-f", "nope.yaml"}, wantCode: exitBadInput},
 		"bad-output-format": {args: []string{"-f", "vm.yaml", "-o", "xml"}, wantCode: exitBadInput},
 		"no-file-flag":      {args: nil, wantCode: exitBadInput},
+		"policy-denied":     {args: []string{"-f", "policy-denied.yaml", "--objects", "claimed.yaml"}, wantCode: exitDenied},
+		"policy-skipped":    {args: []string{"-f", "policy-denied.yaml", "--objects", "claimed.yaml", "--no-policies"}, wantCode: exitOK},
 	}
 	dir := filepath.Join("testdata", "render")
 	for name, tc := range cases {
@@ -76,5 +78,32 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func TestPolicyTest(t *testing.T) {
+	cases := map[string]struct {
+		args     []string
+		wantCode int
+		want     string
+	}{
+		"shipped policies":          {args: []string{"policy", "test"}, wantCode: exitOK, want: "all tests passed"},
+		"operator policies pass":    {args: []string{"policy", "test", "policies-ok"}, wantCode: exitOK, want: "all tests passed"},
+		"operator test fails":       {args: []string{"policy", "test", "policies-failing"}, wantCode: exitFailure, want: "test_four_disks_denied"},
+		"no rego in directory":      {args: []string{"policy", "test", "."}, wantCode: exitBadInput, want: "no *.rego files"},
+		"unknown policy subcommand": {args: []string{"policy", "lint"}, wantCode: exitBadInput, want: "usage"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Chdir(filepath.Join("testdata", "render"))
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tc.args, streams{out: &stdout, err: &stderr})
+			if code != tc.wantCode {
+				t.Errorf("exit %d, want %d; stderr: %s", code, tc.wantCode, stderr.String())
+			}
+			if !strings.Contains(stdout.String()+stderr.String(), tc.want) {
+				t.Errorf("output lacks %q:\n%s%s", tc.want, stdout.String(), stderr.String())
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ package main
 import (
 	"flag"
 	"os"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -21,6 +22,8 @@ func main() {
 		probeAddr   string
 		leaderElect bool
 		leaderNS    string
+		namespace   string
+		claimGrace  time.Duration
 	)
 	flag.IntVar(&port, "webhook-port", 9443, "port the webhook server listens on")
 	flag.StringVar(&certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with tls.crt and tls.key; reloaded when they change")
@@ -28,6 +31,8 @@ func main() {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "run the reconcilers on one replica at a time (webhooks serve on every replica)")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace)")
+	flag.StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"), "install namespace, where policy ConfigMaps live (default: $POD_NAMESPACE)")
+	flag.DurationVar(&claimGrace, "claim-grace", 2*time.Minute, "how long a disk claim holds before its VM exists; claims of VMs that never appear are released after it")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -36,7 +41,7 @@ func main() {
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  webhooks.NewScheme(),
-		Cache:                   webhooks.CacheOptions(),
+		Cache:                   webhooks.CacheOptions(namespace),
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
@@ -49,7 +54,11 @@ func main() {
 		os.Exit(1)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := webhooks.Setup(ctx, mgr); err != nil {
+	if namespace == "" {
+		log.Error(nil, "set --namespace or POD_NAMESPACE to the install namespace")
+		os.Exit(1)
+	}
+	if err := webhooks.Setup(ctx, mgr, webhooks.Options{Namespace: namespace, ClaimGrace: claimGrace}); err != nil {
 		log.Error(err, "set up webhooks")
 		os.Exit(1)
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +23,13 @@ import (
 
 	"github.com/virtstation/virtstation/webhooks"
 )
+
+// InstallNamespace is where the harness "installs" Virtstation: policy
+// ConfigMaps go there.
+const InstallNamespace = "virtstation-system"
+
+// claimGrace is short in tests so released claims can be observed quickly.
+const claimGrace = 3 * time.Second
 
 // webhookReadyTimeout bounds the wait for the in-process webhook server and
 // its informers; start-up takes a few seconds on a 2-core machine.
@@ -67,6 +76,10 @@ func Start(ctx context.Context) (*Env, error) {
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
 	e := &Env{Config: cfg, RepoRoot: root, env: te, done: make(chan error, 1)}
+	if err := createNamespace(ctx, cfg, InstallNamespace); err != nil {
+		_ = te.Stop()
+		return nil, err
+	}
 	if err := e.startManager(ctx); err != nil {
 		_ = te.Stop()
 		return nil, err
@@ -78,7 +91,7 @@ func (e *Env) startManager(ctx context.Context) error {
 	wio := &e.env.WebhookInstallOptions
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme:                 webhooks.NewScheme(),
-		Cache:                  webhooks.CacheOptions(),
+		Cache:                  webhooks.CacheOptions(InstallNamespace),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer: webhooks.NewServer(webhooks.ServerOptions{
@@ -89,7 +102,7 @@ func (e *Env) startManager(ctx context.Context) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	mctx, cancel := context.WithCancel(ctx)
-	if err := webhooks.Setup(mctx, mgr); err != nil {
+	if err := webhooks.Setup(mctx, mgr, webhooks.Options{Namespace: InstallNamespace, ClaimGrace: claimGrace}); err != nil {
 		cancel()
 		return fmt.Errorf("set up webhooks: %w", err)
 	}
@@ -175,4 +188,17 @@ func binaryAssets(root string) (string, error) {
 		return "", fmt.Errorf("build control-plane binaries with hack/envtest-bins.sh: %w", err)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// createNamespace creates the install namespace before the manager starts.
+func createNamespace(ctx context.Context, cfg *rest.Config, name string) error {
+	c, err := client.New(cfg, client.Options{Scheme: webhooks.NewScheme()})
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := c.Create(ctx, ns); err != nil {
+		return fmt.Errorf("create namespace %s: %w", name, err)
+	}
+	return nil
 }

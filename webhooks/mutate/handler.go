@@ -33,9 +33,10 @@ const Path = "/mutate-kubevirt-io-v1-virtualmachine"
 // request, runs Mutate, and answers with a JSON patch against the raw object.
 // It is safe for concurrent use.
 type Handler struct {
-	cluster Cluster
-	secrets SecretWriter
-	dryRun  secretStash
+	cluster  Cluster
+	secrets  SecretWriter
+	revision func() string
+	dryRun   secretStash
 }
 
 // HandlerOption configures a Handler.
@@ -45,6 +46,11 @@ type HandlerOption func(*Handler)
 // Without one, an admission that needs a Secret fails unless it is a dry run.
 func WithSecretWriter(w SecretWriter) HandlerOption {
 	return func(h *Handler) { h.secrets = w }
+}
+
+// WithPolicyRevision records the active policy revision on each admitted VM.
+func WithPolicyRevision(revision func() string) HandlerOption {
+	return func(h *Handler) { h.revision = revision }
 }
 
 // NewHandler returns a Handler that reads cluster state from cluster.
@@ -66,6 +72,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	in, err := decodeInput(req)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if h.revision != nil {
+		in.PolicyRevision = h.revision()
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
 	cluster := h.cluster

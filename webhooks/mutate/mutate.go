@@ -24,6 +24,8 @@ type Input struct {
 	// RequestUID identifies the admission request; it seeds the MAC of a VM
 	// created with generateName, which has no name yet at admission.
 	RequestUID string
+	// PolicyRevision, when set, is recorded in virtstation.io/policy-revision.
+	PolicyRevision string
 	// Object is the request's object as decoded JSON. Mutate works on a deep
 	// copy and never changes it.
 	Object map[string]any
@@ -124,6 +126,11 @@ func Mutate(ctx context.Context, in Input, cluster Cluster) (Result, error) {
 	}
 	if err := setAnnotation(m.obj, api.AnnotationInjected, record); err != nil {
 		return Result{}, fmt.Errorf("write injected record: %w", err)
+	}
+	if in.PolicyRevision != "" {
+		if err := setAnnotation(m.obj, api.AnnotationPolicyRevision, in.PolicyRevision); err != nil {
+			return Result{}, fmt.Errorf("write policy revision: %w", err)
+		}
 	}
 	return Result{Object: m.obj, Injected: m.injected, Warnings: m.warnings, Secrets: m.secrets}, nil
 }

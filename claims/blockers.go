@@ -1,0 +1,78 @@
+package claims
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// deleteRule is the rule id deletion denials name.
+const deleteRule = "data-disk-delete"
+
+// BlockingClaim is a claim that stands in the way of deleting a disk.
+type BlockingClaim struct {
+	// VM holds the claim: "<ns>/<vm>".
+	VM string
+	// ReadOnly: the claim is a read-only one (shared-by).
+	ReadOnly bool
+	// Pending, when positive, says the VM does not exist (yet) but the claim
+	// still counts for this long: its create may be in flight.
+	Pending time.Duration
+	// Via names the DataVolume the claim is on, when the disk is that
+	// DataVolume's PVC; "" when the claim is on the disk itself.
+	Via string
+}
+
+// Blockers is what stands in the way of deleting a disk.
+type Blockers struct {
+	// Kind is DataVolume or PersistentVolumeClaim.
+	Kind string
+	// Disk is the disk's namespace and name.
+	Disk types.NamespacedName
+	// Claims are the claims that count.
+	Claims []BlockingClaim
+	// VMIs are the VirtualMachineInstances ("<ns>/<vmi>") with a volume
+	// backed by the disk.
+	VMIs []string
+}
+
+// errors is the denial for b, one error per blocker, each naming the VM or
+// VMI and the fix; empty when nothing blocks.
+func (b Blockers) errors() field.ErrorList {
+	var errs field.ErrorList
+	annotations := field.NewPath("metadata", "annotations")
+	this := fmt.Sprintf("%s %s", b.Kind, b.Disk)
+	for _, c := range b.Claims {
+		path, how := annotations.Key(AnnotationClaimedBy), "writable"
+		if c.ReadOnly {
+			path, how = annotations.Key(AnnotationSharedBy), "read-only"
+		}
+		subject := this
+		if c.Via != "" {
+			path = field.NewPath("metadata", "ownerReferences")
+			subject = fmt.Sprintf("%s belongs to DataVolume %s/%s, which", this, b.Disk.Namespace, c.Via)
+		}
+		var msg string
+		if c.Pending > 0 {
+			msg = fmt.Sprintf("%s is claimed %s by VirtualMachine %s, which does not exist yet: its create may still be in progress (rule: %s; fix: retry in %s; if the VM was created by then, delete it or detach the disk from it first)",
+				subject, how, c.VM, deleteRule, roundUp(c.Pending))
+		} else {
+			msg = fmt.Sprintf("%s is attached %s to VirtualMachine %s (rule: %s; fix: delete VirtualMachine %s, or detach the disk by removing it from the VM's virtstation.io/data-disks annotation, then delete the %s)",
+				subject, how, c.VM, deleteRule, c.VM, b.Kind)
+		}
+		errs = append(errs, field.Forbidden(path, msg))
+	}
+	for _, vmi := range b.VMIs {
+		errs = append(errs, field.Forbidden(field.NewPath("metadata", "name"), fmt.Sprintf(
+			"%s is in use by VirtualMachineInstance %s (rule: %s; fix: stop that VM (virtctl stop) and delete it or detach the disk first, then delete the %s)",
+			this, vmi, deleteRule, b.Kind)))
+	}
+	return errs
+}
+
+// roundUp rounds d up to whole seconds, for messages.
+func roundUp(d time.Duration) time.Duration {
+	return (d + time.Second - 1).Truncate(time.Second)
+}

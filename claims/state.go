@@ -1,0 +1,165 @@
+package claims
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Annotations on a data disk that record its claims.
+const (
+	// AnnotationClaimedBy is "<ns>/<vm>": the one writable claim.
+	AnnotationClaimedBy = "virtstation.io/claimed-by"
+	// AnnotationClaimedAt is RFC 3339: when the newest claim was written
+	// (or an existing one confirmed, see RefreshAfter).
+	AnnotationClaimedAt = "virtstation.io/claimed-at"
+	// AnnotationSharedBy is "<ns>/<vm>,<ns>/<vm>": the read-only (cdrom,
+	// readOnly) claims, sorted.
+	AnnotationSharedBy = "virtstation.io/shared-by"
+)
+
+// State is what a disk's annotations say.
+type State struct {
+	// ClaimedBy is the VM ("<ns>/<vm>") holding the writable claim, or "".
+	ClaimedBy string
+	// SharedBy are the VMs holding read-only claims, sorted, without
+	// duplicates.
+	SharedBy []string
+	// ClaimedAt is when the newest claim was written; zero when the
+	// annotation is absent or not RFC 3339.
+	ClaimedAt time.Time
+}
+
+// Read returns the claim State recorded in obj's annotations. Blank entries
+// are dropped; shared-by is sorted and deduplicated.
+func Read(obj metav1.Object) State {
+	a := obj.GetAnnotations()
+	s := State{
+		ClaimedBy: strings.TrimSpace(a[AnnotationClaimedBy]),
+		SharedBy:  parseList(a[AnnotationSharedBy]),
+	}
+	if t, err := time.Parse(time.RFC3339, strings.TrimSpace(a[AnnotationClaimedAt])); err == nil {
+		s.ClaimedAt = t
+	}
+	return s
+}
+
+// Empty reports whether no VM holds a claim.
+func (s State) Empty() bool {
+	return s.ClaimedBy == "" && len(s.SharedBy) == 0
+}
+
+// Holders returns every VM holding a claim: the writer first, then the
+// readers, each once.
+func (s State) Holders() []string {
+	out := make([]string, 0, 1+len(s.SharedBy))
+	if s.ClaimedBy != "" {
+		out = append(out, s.ClaimedBy)
+	}
+	for _, vm := range s.SharedBy {
+		if vm != s.ClaimedBy {
+			out = append(out, vm)
+		}
+	}
+	return out
+}
+
+// Holds reports whether vm ("<ns>/<vm>") holds a claim, and whether that
+// claim is read-only. A VM recorded as both writer and reader holds the
+// writable claim.
+func (s State) Holds(vm string) (held, readOnly bool) {
+	if vm == "" {
+		return false, false
+	}
+	if s.ClaimedBy == vm {
+		return true, false
+	}
+	if slices.Contains(s.SharedBy, vm) {
+		return true, true
+	}
+	return false, false
+}
+
+// without returns s with vms' claims removed. ClaimedAt is cleared when no
+// claim is left.
+func (s State) without(vms ...string) State {
+	out := State{ClaimedBy: s.ClaimedBy, ClaimedAt: s.ClaimedAt}
+	if slices.Contains(vms, out.ClaimedBy) {
+		out.ClaimedBy = ""
+	}
+	for _, vm := range s.SharedBy {
+		if !slices.Contains(vms, vm) {
+			out.SharedBy = append(out.SharedBy, vm)
+		}
+	}
+	if out.Empty() {
+		out.ClaimedAt = time.Time{}
+	}
+	return out
+}
+
+// equal reports whether s and o record the same annotations.
+func (s State) equal(o State) bool {
+	return s.ClaimedBy == o.ClaimedBy && slices.Equal(s.SharedBy, o.SharedBy) &&
+		formatTime(s.ClaimedAt) == formatTime(o.ClaimedAt)
+}
+
+// apply writes s into annotations (which may be nil) and returns them;
+// empty fields remove their annotation.
+func (s State) apply(annotations map[string]string) map[string]string {
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	set := func(k, v string) {
+		if v == "" {
+			delete(annotations, k)
+		} else {
+			annotations[k] = v
+		}
+	}
+	set(AnnotationClaimedBy, s.ClaimedBy)
+	set(AnnotationSharedBy, strings.Join(s.SharedBy, ","))
+	set(AnnotationClaimedAt, formatTime(s.ClaimedAt))
+	if len(annotations) == 0 {
+		return nil
+	}
+	return annotations
+}
+
+// Name is how a claim names vm: "<ns>/<vm>".
+func Name(vm types.NamespacedName) string {
+	return vm.String()
+}
+
+// ParseName reads a claim's "<ns>/<vm>"; ok is false when it is not of that
+// form.
+func ParseName(s string) (vm types.NamespacedName, ok bool) {
+	ns, name, found := strings.Cut(s, "/")
+	if !found || ns == "" || name == "" || strings.Contains(name, "/") {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, true
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// parseList splits a comma-separated list, drops blanks, sorts and
+// deduplicates it. An empty list is nil.
+func parseList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

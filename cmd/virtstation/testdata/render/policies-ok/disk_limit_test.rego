@@ -1,0 +1,7 @@
+package virtstation.rules.disk_limit_test
+
+import data.virtstation.rules.disk_limit
+
+test_five_disks_denied if {
+	count(disk_limit.deny) == 1 with input as {"dataDisks": [{}, {}, {}, {}, {}]}
+}

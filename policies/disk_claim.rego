@@ -1,0 +1,121 @@
+# Rule disk-claim: every data disk in the virtstation.io/data-disks
+# annotation exists in the VM's namespace as a DataVolume or PVC labelled
+# virtstation.io/data-disk=true, and this VM may attach it: a writable
+# attachment needs the disk to itself; read-only attachments (cdrom or
+# readOnly) may share it with each other, never with a writer.
+#
+# input.disks[<name>] is the webhook's snapshot of the disk and its claims
+# (see webhooks/validate.DiskState); a missing entry means the disk does not
+# exist. The webhook evaluates this on every admission, so a disk is first
+# checked on the common path (fine); only the others (suspect) go through
+# the checks that explain what is wrong.
+package virtstation.rules.disk_claim
+
+rule_id := "disk-claim"
+
+label := "virtstation.io/data-disk=true"
+
+# self is this VM as claims name it: "<namespace>/<name>".
+self := concat("/", [input.namespace, input.name])
+
+# fine contains the index of each data disk that exists, is labelled, is not
+# claimed by another live VM and, when attached writable, is shared with no
+# one: the common case, checked cheaply.
+fine contains i if {
+	some i, d in input.dataDisks
+	s := input.disks[d.name]
+	s.exists
+	s.labelled
+	unclaimed(s)
+	alone_or_reading(d, s)
+}
+
+unclaimed(s) if not s.claimLive
+
+unclaimed(s) if s.claimedBy == self
+
+alone_or_reading(d, _) if d.readOnly
+
+alone_or_reading(_, s) if {
+	s.sharedBy == []
+	s.usedBy == []
+}
+
+# suspect[i] is a data disk that may break a rule below.
+suspect[i] := d if {
+	count(fine) < count(input.dataDisks)
+	some i, d in input.dataDisks
+	not i in fine
+}
+
+field_path(i) := sprintf("metadata.annotations[virtstation.io/data-disks][%d].name", [i])
+
+violation(i, what, fix) := {
+	"id": rule_id,
+	"field": field_path(i),
+	"message": sprintf("%s (rule: %s; fix: %s)", [what, rule_id, fix]),
+}
+
+state(name) := object.get(input.disks, name, {})
+
+writable(d) if {
+	object.get(d, "type", "disk") == "disk"
+	not object.get(d, "readOnly", false)
+}
+
+# writer(s) is the VM holding a live writable claim on the disk, unless that
+# is this VM.
+writer(s) := w if {
+	w := object.get(s, "claimedBy", "")
+	w != ""
+	w != self
+	object.get(s, "claimLive", false) == true
+}
+
+readers(s) := {r | some r in object.get(s, "sharedBy", []); r != self}
+
+# users(s) are the VMIs using the disk that no claim above accounts for.
+users(s) := {u |
+	some u in object.get(s, "usedBy", [])
+	u != self
+	u != object.get(s, "claimedBy", "")
+	not u in readers(s)
+}
+
+names(set) := concat(", ", sort(set))
+
+kind(s) := k if {
+	k := object.get(s, "kind", "")
+	k != ""
+} else := "data disk"
+
+deny contains violation(i, sprintf("data disk %q does not exist in namespace %q", [d.name, input.namespace]), sprintf("create a DataVolume or PersistentVolumeClaim named %q in namespace %q labelled %s, or remove it from the list", [d.name, input.namespace, label])) if {
+	some i, d in suspect
+	not state(d.name).exists
+}
+
+deny contains violation(i, sprintf("%s %q is not labelled as a data disk", [kind(state(d.name)), d.name]), sprintf("label it %s if it is meant to be attached to VMs", [label])) if {
+	some i, d in suspect
+	state(d.name).exists
+	not state(d.name).labelled
+}
+
+deny contains violation(i, sprintf("data disk %q is attached writable to VM %s", [d.name, writer(state(d.name))]), sprintf("detach it from %s or delete that VM first, or use another disk", [writer(state(d.name))])) if {
+	some i, d in suspect
+	state(d.name).exists
+	writer(state(d.name))
+}
+
+deny contains violation(i, sprintf("data disk %q is attached read-only to VM %s; a writable attachment needs the disk to itself", [d.name, names(readers(state(d.name)))]), sprintf("attach it read-only here (\"readOnly\": true in the JSON form of the annotation), or detach it from %s first", [names(readers(state(d.name)))])) if {
+	some i, d in suspect
+	writable(d)
+	state(d.name).exists
+	count(readers(state(d.name))) > 0
+}
+
+deny contains violation(i, sprintf("data disk %q is in use by the running VM %s; a writable attachment needs the disk to itself", [d.name, names(users(state(d.name)))]), sprintf("stop %s first, or attach the disk read-only here (\"readOnly\": true in the JSON form of the annotation)", [names(users(state(d.name)))])) if {
+	some i, d in suspect
+	writable(d)
+	state(d.name).exists
+	count(users(state(d.name))) > 0
+}

@@ -1,0 +1,183 @@
+package validate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/webhooks/mutate"
+)
+
+// ConfigMapPath is where the validating webhook for policy ConfigMaps is
+// served.
+const ConfigMapPath = "/validate-v1-configmap-policy"
+
+// configMapCheckTimeout bounds compiling and testing a policy set at apply
+// time; it must stay below the webhook's timeoutSeconds (10).
+const configMapCheckTimeout = 8 * time.Second
+
+// The objectSelector sends only ConfigMaps that carry the
+// virtstation.io/policy label (any value) here: the policy ConfigMaps
+// (virtstation.io/policy=true) and, when labelled, the modes ConfigMap
+// virtstation-policy-config. Nothing else in the cluster depends on this
+// webhook, so failurePolicy=fail blocks only policy changes while it is down.
+//
+// +kubebuilder:webhookconfiguration:mutating=false,name=virtstation-validating
+// +kubebuilder:webhook:path=/validate-v1-configmap-policy,mutating=false,failurePolicy=fail,sideEffects=None,groups="",resources=configmaps,verbs=create;update,versions=v1,name=policy.validate.virtstation.io,admissionReviewVersions=v1,timeoutSeconds=10,serviceName=virtstation-webhook,serviceNamespace=virtstation-system,patch=`{"objectSelector":{"matchExpressions":[{"key":"virtstation.io/policy","operator":"Exists"}]}}`
+
+// ConfigMapValidator is the validating webhook for policy ConfigMaps in
+// Namespace. It rejects, at apply time, operator Rego that does not parse or
+// compile, uses a disallowed built-in, or whose tests (or the shipped tests)
+// fail with it, naming the key and quoting the compiler's file:line message;
+// and enforcement modes that do not parse. Safe for concurrent use.
+type ConfigMapValidator struct {
+	// Namespace is the install namespace; ConfigMaps elsewhere are admitted
+	// with a warning that Virtstation ignores them.
+	Namespace string
+	// Reader, when set, lists the other policy ConfigMaps, so the ConfigMap
+	// is checked within the whole set the loader will load. Without it the
+	// ConfigMap is checked with the shipped modules only.
+	Reader client.Reader
+}
+
+var _ admission.Handler = (*ConfigMapValidator)(nil)
+
+// Handle implements admission.Handler.
+func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	var cm corev1.ConfigMap
+	if err := json.Unmarshal(req.Object.Raw, &cm); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode ConfigMap: %w", err))
+	}
+	if cm.Namespace == "" {
+		cm.Namespace = req.Namespace
+	}
+	if cm.Name == "" {
+		cm.Name = req.Name
+	}
+	isPolicy := cm.Labels[api.LabelPolicy] == api.LabelTrue
+	if !isPolicy && cm.Name != ModesConfigMapName {
+		return admission.Allowed("")
+	}
+	if cm.Namespace != v.Namespace {
+		return admission.Allowed("").WithWarnings(fmt.Sprintf(
+			"virtstation reads policy ConfigMaps only in namespace %s; this one is ignored", v.Namespace))
+	}
+	var errs field.ErrorList
+	var warnings []string
+	if cm.Name == ModesConfigMapName {
+		errs = append(errs, validateModes(cm.Data, field.NewPath("data"))...)
+	}
+	if isPolicy {
+		perrs, pwarn, err := v.validatePolicy(ctx, &cm)
+		if err != nil {
+			logf.FromContext(ctx).Error(err, "check policy ConfigMap", "uid", req.UID, "configMap", cm.Name)
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf(
+				"virtstation could not check the policies; see the webhook log for request %s", req.UID))
+		}
+		errs = append(errs, perrs...)
+		warnings = append(warnings, pwarn...)
+	}
+	if len(errs) > 0 {
+		resp := mutate.Deny(errs)
+		resp.Warnings = warnings
+		return resp
+	}
+	return admission.Allowed("").WithWarnings(warnings...)
+}
+
+// validatePolicy compiles and tests the policy set with cm's modules in it.
+// err is set only when the check itself could not run.
+func (v *ConfigMapValidator) validatePolicy(ctx context.Context, cm *corev1.ConfigMap) (field.ErrorList, []string, error) {
+	data := field.NewPath("data")
+	var errs field.ErrorList
+	var warnings []string
+	for _, k := range slices.Sorted(maps.Keys(cm.BinaryData)) {
+		if strings.HasSuffix(k, ".rego") {
+			errs = append(errs, field.Invalid(field.NewPath("binaryData").Key(k), field.OmitValueType{},
+				"Rego modules are read from data only (fix: move the module to data)"))
+		}
+	}
+	own, _ := OperatorModules([]corev1.ConfigMap{*cm})
+	if len(own) == 0 && cm.Name != ModesConfigMapName {
+		warnings = append(warnings, fmt.Sprintf("ConfigMap %s is labelled %s=%s but has no data key ending in .rego; it adds no policy", cm.Name, api.LabelPolicy, api.LabelTrue))
+	}
+	for _, k := range slices.Sorted(maps.Keys(cm.Data)) {
+		if !strings.HasSuffix(k, ".rego") && cm.Name != ModesConfigMapName {
+			warnings = append(warnings, fmt.Sprintf("data[%s] is ignored: only keys ending in .rego are policy modules", k))
+		}
+	}
+	if len(own) == 0 {
+		return errs, warnings, nil
+	}
+	cms := []corev1.ConfigMap{*cm}
+	if v.Reader != nil {
+		others, err := ListPolicyConfigMaps(ctx, v.Reader, v.Namespace)
+		if err != nil {
+			return nil, nil, err
+		}
+		cms = cms[:0]
+		placed := false
+		for _, o := range others {
+			if o.Name == cm.Name {
+				continue
+			}
+			if !placed && o.Name > cm.Name {
+				cms, placed = append(cms, *cm), true
+			}
+			cms = append(cms, o)
+		}
+		if !placed {
+			cms = append(cms, *cm)
+		}
+	}
+	operator, owners := OperatorModules(cms)
+	modules := Merge(ShippedModules(), operator)
+
+	ctx, cancel := context.WithTimeout(ctx, configMapCheckTimeout)
+	defer cancel()
+	_, err := Compile(modules)
+	if err == nil {
+		err = RunTests(ctx, modules)
+	}
+	if err == nil {
+		return errs, warnings, nil
+	}
+	var pe *PolicyError
+	if !errors.As(err, &pe) {
+		if ctx.Err() != nil {
+			errs = append(errs, field.Invalid(data, field.OmitValueType{}, fmt.Sprintf(
+				"the policy tests did not finish within %s (fix: make the tests faster)", configMapCheckTimeout)))
+			return errs, warnings, nil
+		}
+		return nil, nil, err
+	}
+	for _, p := range pe.Problems {
+		fld := data
+		if o := owners[p.File]; len(o) > 0 && o[len(o)-1] == cm.Name {
+			fld = data.Key(p.File)
+		} else if len(o) > 0 {
+			p.Message += fmt.Sprintf(" (in ConfigMap %s)", o[len(o)-1])
+		} else if p.File != "" {
+			p.Message += " (in a shipped policy, failing with this ConfigMap's modules)"
+		}
+		errs = append(errs, field.Invalid(fld, field.OmitValueType{}, p.String()))
+	}
+	return errs, warnings, nil
+}

@@ -1,0 +1,170 @@
+package validate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/claims"
+	"github.com/virtstation/virtstation/webhooks/mutate"
+)
+
+// VMPath is where the validating webhook for VirtualMachines is served.
+const VMPath = "/validate-kubevirt-io-v1-virtualmachine"
+
+// maxClaimAttempts bounds the re-read and re-evaluate loop when another
+// admission wins a race for a disk between our read and our claim write.
+const maxClaimAttempts = 5
+
+// The objectSelector keeps unmanaged VMs out, so failurePolicy=fail cannot
+// block them. sideEffects=NoneOnDryRun: claims are written only on real
+// admissions.
+//
+// +kubebuilder:webhook:path=/validate-kubevirt-io-v1-virtualmachine,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=kubevirt.io,resources=virtualmachines,verbs=create;update,versions=v1,name=vm.validate.virtstation.io,admissionReviewVersions=v1,timeoutSeconds=5,serviceName=virtstation-webhook,serviceNamespace=virtstation-system,patch=`{"objectSelector":{"matchLabels":{"virtstation.io/managed":"true"}},"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","virtstation-system"]}]}}`
+
+// VMHandler is the validating webhook for managed VirtualMachines: it
+// evaluates the active Rego policy set on the request and the disk/claim
+// snapshot, applies the per-rule enforcement modes, and, when the VM is
+// admitted for real, records its claims on the disks it attaches. Safe for
+// concurrent use.
+type VMHandler struct {
+	Engine    *Engine
+	Modes     *atomic.Pointer[Modes]
+	Snapshots Snapshotter
+	// Client writes claims.
+	Client client.Client
+	// DryRun is told about each violation of a rule in dryrun mode.
+	DryRun func(Violation)
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+var _ admission.Handler = (*VMHandler)(nil)
+
+// Handle implements admission.Handler.
+func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	if !h.Engine.Ready() {
+		return admission.Errored(http.StatusServiceUnavailable, errors.New("virtstation policies are not loaded yet; try again shortly"))
+	}
+	_, vm, err := mutate.DecodeVM(req.Object.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	self := types.NamespacedName{Namespace: req.Namespace, Name: req.Name}
+	if self.Name == "" {
+		self.Name = vm.Name
+	}
+	disks, _ := api.ParseDataDisks(vm.Annotations[api.AnnotationDataDisks], field.NewPath("metadata", "annotations").Key(api.AnnotationDataDisks))
+	names := make([]string, len(disks))
+	for i, d := range disks {
+		names[i] = d.Name
+	}
+	log := logf.FromContext(ctx).WithValues("uid", req.UID, "vm", self.String())
+	dryRun := req.DryRun != nil && *req.DryRun
+
+	for attempt := 0; attempt < maxClaimAttempts; attempt++ {
+		now := h.now()
+		snap, err := h.Snapshots.Snapshot(ctx, self.Namespace, self, names, attempt > 0, now)
+		if err != nil {
+			log.Error(err, "read disk state")
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not read the data disks' state; see the webhook log for request %s", req.UID))
+		}
+		input, err := BuildInput(string(req.Operation), self.Namespace, self.Name, req.Object.Raw, req.OldObject.Raw, req.UserInfo, snap.States)
+		if err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		decision, err := h.Engine.Evaluate(ctx, input)
+		if err != nil {
+			log.Error(err, "evaluate policies")
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not evaluate its policies; see the webhook log for request %s", req.UID))
+		}
+		modes := Modes{}
+		if m := h.Modes.Load(); m != nil {
+			modes = *m
+		}
+		deny, warn, observed := modes.Apply(decision)
+		for _, v := range observed {
+			log.Info("policy violation in dryrun mode", "rule", v.ID, "field", v.Field, "message", v.Message)
+			if h.DryRun != nil {
+				h.DryRun(v)
+			}
+		}
+		warnings := make([]string, 0, len(warn))
+		for _, v := range warn {
+			warnings = append(warnings, fmt.Sprintf("virtstation policy %s: %s: %s", v.ID, v.Field, v.Message))
+		}
+		if len(deny) > 0 {
+			resp := mutate.Deny(violationErrors(deny))
+			resp.Warnings = warnings
+			return resp
+		}
+		if dryRun {
+			return withWarnings(admission.Allowed(""), warnings)
+		}
+		err = h.claim(ctx, self, disks, snap, now)
+		if errors.Is(err, claims.ErrConflict) || errors.Is(err, claims.ErrClaimed) {
+			log.V(1).Info("claim race lost; re-reading", "attempt", attempt, "reason", err.Error())
+			continue
+		}
+		if err != nil {
+			log.Error(err, "write claims")
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not record the disk claims; see the webhook log for request %s", req.UID))
+		}
+		return withWarnings(admission.Allowed(""), warnings)
+	}
+	return mutate.Deny(field.ErrorList{field.Forbidden(field.NewPath("metadata", "annotations").Key(api.AnnotationDataDisks),
+		"the data disks' claims kept changing while this VM was admitted (rule: disk-claim; fix: try again)")})
+}
+
+// claim records self's claim on each attached disk that exists, replacing
+// claims the snapshot found dead in the same conditional write.
+func (h *VMHandler) claim(ctx context.Context, self types.NamespacedName, disks []api.DataDisk, snap Snapshot, now time.Time) error {
+	for _, d := range disks {
+		obj, ok := snap.Objects[d.Name]
+		if !ok {
+			continue
+		}
+		readOnly := d.ReadOnly || d.Type == api.DiskTypeCDROM
+		if err := claims.Claim(ctx, h.Client, obj, self, readOnly, now, claims.Replacing(snap.Dead[d.Name]...)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *VMHandler) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+// violationErrors turns policy violations into field errors whose message
+// carries the rule's own text (which names the rule and the fix).
+func violationErrors(vs []Violation) field.ErrorList {
+	out := make(field.ErrorList, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, &field.Error{Type: field.ErrorTypeForbidden, Field: v.Field, Detail: strings.TrimSpace(v.Message)})
+	}
+	return out
+}
+
+func withWarnings(resp admission.Response, warnings []string) admission.Response {
+	resp.Warnings = warnings
+	return resp
+}
