@@ -72,6 +72,8 @@ fuzz:
 	$(GO) test ./cloudinit -run '^$$' -fuzz FuzzMerge -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./cloudinit -run '^$$' -fuzz FuzzSplit -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./sshkeys -run '^$$' -fuzz FuzzCollect -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./claims -run '^$$' -fuzz FuzzRead -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./webhooks/validate -run '^$$' -fuzz FuzzBuildInput -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 
 check-format:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
