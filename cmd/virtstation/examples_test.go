@@ -39,9 +39,13 @@ func TestExamples(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
 		t.Run(name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
+			want := exitOK
+			if b, _ := os.ReadFile(f); strings.HasPrefix(string(b), "# expect: denied") {
+				want = exitDenied
+			}
 			code := run(context.Background(), []string{"render", "-f", f, "--objects", objFile}, streams{out: &stdout, err: &stderr})
-			if code != exitOK {
-				t.Fatalf("exit %d: %s", code, stderr.String())
+			if code != want {
+				t.Fatalf("exit %d, want %d: %s", code, want, stderr.String())
 			}
 			out := stdout.Bytes()
 			if stderr.Len() > 0 {
