@@ -43,9 +43,14 @@ alone_or_reading(_, s) if {
 
 # suspect[i] is a data disk that may break a rule below.
 suspect[i] := d if {
-	count(fine) < count(input.dataDisks)
 	some i, d in input.dataDisks
 	not i in fine
+}
+
+# deny looks at the precise checks only when some disk is not fine.
+deny contains v if {
+	count(fine) < count(input.dataDisks)
+	some v in problems
 }
 
 field_path(i) := sprintf("metadata.annotations[virtstation.io/data-disks][%d].name", [i])
@@ -89,31 +94,31 @@ kind(s) := k if {
 	k != ""
 } else := "data disk"
 
-deny contains violation(i, sprintf("data disk %q does not exist in namespace %q", [d.name, input.namespace]), sprintf("create a DataVolume or PersistentVolumeClaim named %q in namespace %q labelled %s, or remove it from the list", [d.name, input.namespace, label])) if {
+problems contains violation(i, sprintf("data disk %q does not exist in namespace %q", [d.name, input.namespace]), sprintf("create a DataVolume or PersistentVolumeClaim named %q in namespace %q labelled %s, or remove it from the list", [d.name, input.namespace, label])) if {
 	some i, d in suspect
 	not state(d.name).exists
 }
 
-deny contains violation(i, sprintf("%s %q is not labelled as a data disk", [kind(state(d.name)), d.name]), sprintf("label it %s if it is meant to be attached to VMs", [label])) if {
+problems contains violation(i, sprintf("%s %q is not labelled as a data disk", [kind(state(d.name)), d.name]), sprintf("label it %s if it is meant to be attached to VMs", [label])) if {
 	some i, d in suspect
 	state(d.name).exists
 	not state(d.name).labelled
 }
 
-deny contains violation(i, sprintf("data disk %q is attached writable to VM %s", [d.name, writer(state(d.name))]), sprintf("detach it from %s or delete that VM first, or use another disk", [writer(state(d.name))])) if {
+problems contains violation(i, sprintf("data disk %q is attached writable to VM %s", [d.name, writer(state(d.name))]), sprintf("detach it from %s or delete that VM first, or use another disk", [writer(state(d.name))])) if {
 	some i, d in suspect
 	state(d.name).exists
 	writer(state(d.name))
 }
 
-deny contains violation(i, sprintf("data disk %q is attached read-only to VM %s; a writable attachment needs the disk to itself", [d.name, names(readers(state(d.name)))]), sprintf("attach it read-only here (\"readOnly\": true in the JSON form of the annotation), or detach it from %s first", [names(readers(state(d.name)))])) if {
+problems contains violation(i, sprintf("data disk %q is attached read-only to VM %s; a writable attachment needs the disk to itself", [d.name, names(readers(state(d.name)))]), sprintf("attach it read-only here (\"readOnly\": true in the JSON form of the annotation), or detach it from %s first", [names(readers(state(d.name)))])) if {
 	some i, d in suspect
 	writable(d)
 	state(d.name).exists
 	count(readers(state(d.name))) > 0
 }
 
-deny contains violation(i, sprintf("data disk %q is in use by the running VM %s; a writable attachment needs the disk to itself", [d.name, names(users(state(d.name)))]), sprintf("stop %s first, or attach the disk read-only here (\"readOnly\": true in the JSON form of the annotation)", [names(users(state(d.name)))])) if {
+problems contains violation(i, sprintf("data disk %q is in use by the running VM %s; a writable attachment needs the disk to itself", [d.name, names(users(state(d.name)))]), sprintf("stop %s first, or attach the disk read-only here (\"readOnly\": true in the JSON form of the annotation)", [names(users(state(d.name)))])) if {
 	some i, d in suspect
 	writable(d)
 	state(d.name).exists

@@ -46,6 +46,18 @@ plausible(p) if {
 	not regex.match(system_pattern, p)
 }
 
+# deny looks at the precise checks only when a path is suspect, and at
+# duplicates only when there are some.
+deny contains v if {
+	count(suspect) > 0
+	some v in problems
+}
+
+deny contains v if {
+	count({p | some p in mount_paths}) < count(mount_paths)
+	some v in duplicates
+}
+
 field_path(i) := sprintf("metadata.annotations[virtstation.io/data-disks][%d].mountPath", [i])
 
 violation(i, what, fix) := {
@@ -54,45 +66,44 @@ violation(i, what, fix) := {
 	"message": sprintf("%s (rule: %s; fix: %s)", [what, rule_id, fix]),
 }
 
-deny contains violation(i, sprintf("mount path %q is not absolute", [p]), sprintf("start it with /, for example /%s", [p])) if {
+problems contains violation(i, sprintf("mount path %q is not absolute", [p]), sprintf("start it with /, for example /%s", [p])) if {
 	some i, p in suspect
 	is_string(p)
 	not startswith(p, "/")
 }
 
-deny contains violation(i, sprintf("mount path %q is not clean", [p]), "remove trailing and doubled slashes and . or .. segments") if {
+problems contains violation(i, sprintf("mount path %q is not clean", [p]), "remove trailing and doubled slashes and . or .. segments") if {
 	some i, p in suspect
 	is_string(p)
 	unclean(p)
 }
 
-deny contains violation(j, sprintf("mount path %q is also the mount path of data disk %d", [p, i]), "give each data disk its own mount path") if {
-	count({p | some p in mount_paths}) < count(mount_paths)
+duplicates contains violation(j, sprintf("mount path %q is also the mount path of data disk %d", [p, i]), "give each data disk its own mount path") if {
 	some i, p in mount_paths
 	some j, q in mount_paths
 	i < j
 	p == q
 }
 
-deny contains violation(i, sprintf("mount path %q is %d characters long, more than %d", [sprintf("%s…", [substring(p, 0, 40)]), count(p), max_length]), sprintf("use a path of at most %d characters", [max_length])) if {
+problems contains violation(i, sprintf("mount path %q is %d characters long, more than %d", [sprintf("%s…", [substring(p, 0, 40)]), count(p), max_length]), sprintf("use a path of at most %d characters", [max_length])) if {
 	some i, p in suspect
 	is_string(p)
 	count(p) > max_length
 }
 
-deny contains violation(i, sprintf("mount path %q contains %s; only letters, digits and . _ / - are allowed", [p, concat(" ", sort(bad_chars(p)))]), "rename the directory using only A-Z a-z 0-9 . _ / -") if {
+problems contains violation(i, sprintf("mount path %q contains %s; only letters, digits and . _ / - are allowed", [p, concat(" ", sort(bad_chars(p)))]), "rename the directory using only A-Z a-z 0-9 . _ / -") if {
 	some i, p in suspect
 	is_string(p)
 	not regex.match(`^[A-Za-z0-9._/-]*$`, p)
 }
 
-deny contains violation(i, sprintf("mount path %q is the system directory %s; mounting a disk there hides the guest's own files", [p, p]), elsewhere) if {
+problems contains violation(i, sprintf("mount path %q is the system directory %s; mounting a disk there hides the guest's own files", [p, p]), elsewhere) if {
 	some i, p in suspect
 	is_string(p)
 	system_dir(p)
 }
 
-deny contains violation(i, sprintf("mount path %q is inside the system directory %s", [p, t]), elsewhere) if {
+problems contains violation(i, sprintf("mount path %q is inside the system directory %s", [p, t]), elsewhere) if {
 	some i, p in suspect
 	is_string(p)
 	some t in system_trees

@@ -175,7 +175,7 @@ func (v *ConfigMapValidator) validatePolicy(ctx context.Context, cm *corev1.Conf
 		} else if len(o) > 0 {
 			p.Message += fmt.Sprintf(" (in ConfigMap %s)", o[len(o)-1])
 		} else if p.File != "" {
-			p.Message += " (in a shipped policy, failing with this ConfigMap's modules)"
+			p.Message += " (in a shipped policy, failing with this ConfigMap's modules; to replace a shipped module, replace its _test.rego too)"
 		}
 		errs = append(errs, field.Invalid(fld, field.OmitValueType{}, p.String()))
 	}

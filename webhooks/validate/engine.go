@@ -247,7 +247,7 @@ func RunTests(ctx context.Context, modules []Module) error {
 		return err
 	}
 	results, err := tester.NewRunner().
-		SetCompiler(newCompiler()).
+		SetCompiler(newCompiler().WithEnablePrintStatements(true)).
 		SetDefaultRegoVersion(ast.RegoV1).
 		SetTimeout(testTimeout).
 		CapturePrintOutput(true).

@@ -374,7 +374,7 @@ func TestCompileRejects(t *testing.T) {
 }
 
 func TestCompileAllowsPureBuiltins(t *testing.T) {
-	src := "package virtstation.rules.x\n\ndeny contains msg if {\n\tregex.match(`^x`, input.name)\n\tmsg := sprintf(\"%s at %d\", [upper(input.name), time.now_ns()])\n}\n"
+	src := "package virtstation.rules.x\n\ndeny contains msg if {\n\tprint(input.name)\n\tregex.match(`^x`, input.name)\n\tmsg := sprintf(\"%s at %d\", [upper(input.name), time.now_ns()])\n}\n"
 	if _, err := Compile([]Module{{Name: "x.rego", Source: src}}); err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +384,7 @@ func TestRunTests(t *testing.T) {
 	if err := RunTests(context.Background(), ShippedModules()); err != nil {
 		t.Fatalf("shipped tests: %v", err)
 	}
-	failing := Module{Name: "x_test.rego", Source: "package virtstation.rules.mount_path\n\ntest_passes if true\n\ntest_etc_allowed if {\n\tcount(deny) == 0 with input as {\"dataDisks\": [{\"mountPath\": \"/etc\"}]}\n}\n\ntest_errors if {\n\tx := 1 / 0\n\tx > 0\n}\n"}
+	failing := Module{Name: "x_test.rego", Source: "package virtstation.rules.mount_path\n\ntest_passes if true\n\ntest_etc_allowed if {\n\tprint(\"checking /etc\")\n\tcount(deny) == 0 with input as {\"dataDisks\": [{\"mountPath\": \"/etc\"}]}\n}\n\ntest_errors if {\n\tx := 1 / 0\n\tx > 0\n}\n"}
 	err := RunTests(context.Background(), Merge(ShippedModules(), []Module{failing}))
 	var pe *PolicyError
 	if !errors.As(err, &pe) {
@@ -392,7 +392,8 @@ func TestRunTests(t *testing.T) {
 	}
 	for _, w := range []string{
 		"x_test.rego:5: test data.virtstation.rules.mount_path.test_etc_allowed failed",
-		"x_test.rego:9: test data.virtstation.rules.mount_path.test_errors",
+		"x_test.rego:10: test data.virtstation.rules.mount_path.test_errors",
+		"test_etc_allowed failed; printed: checking /etc",
 	} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error %q lacks %q", err, w)

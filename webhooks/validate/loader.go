@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/virtstation/virtstation/api"
@@ -48,6 +47,11 @@ const maxEventNote = 1024
 // policyLoadTimeout bounds one compile-and-test of a policy set.
 const policyLoadTimeout = 30 * time.Second
 
+// initialLoadTimeout bounds the first load in SetupWithManager: reading the
+// ConfigMaps, then possibly two loads (the operator's set, then the shipped
+// one alone).
+const initialLoadTimeout = 2*policyLoadTimeout + 10*time.Second
+
 // PolicyLoader keeps an Engine and the enforcement modes in step with the
 // ConfigMaps in Namespace: those labelled virtstation.io/policy=true (every
 // data key ending in .rego is an operator module named by its key, merged
@@ -57,10 +61,12 @@ const policyLoadTimeout = 30 * time.Second
 // when a change does not load.
 //
 // Every replica serves admissions from its own Engine, so the loader runs in
-// every replica, not only the leader. As a manager Runnable it makes the
-// first load once the caches have synced, with or without ConfigMaps, so the
-// engine becomes Ready; when the operator's set fails then, the shipped set
-// is loaded alone. Its methods are safe for concurrent use.
+// every replica, not only the leader. SetupWithManager makes the first load
+// before the manager starts, reading the ConfigMaps straight from the API
+// server, so the engine is Ready (with the operator's policies and modes)
+// before the webhook server serves; when they cannot be read or do not load
+// then, the shipped set is loaded alone and the controller catches up. Its
+// methods are safe for concurrent use.
 type PolicyLoader struct {
 	// Client reads the ConfigMaps when Reader is nil.
 	Client client.Client
@@ -77,24 +83,18 @@ type PolicyLoader struct {
 	// Metrics; nil means DefaultMetrics().
 	Metrics *Metrics
 
-	mu           sync.Mutex
-	failed       string // revision of the last set that failed to load
-	waitForCache func(context.Context) bool
+	mu     sync.Mutex
+	failed string // revision of the last set that failed to load
 }
 
-var (
-	_ manager.Runnable               = (*PolicyLoader)(nil)
-	_ manager.LeaderElectionRunnable = (*PolicyLoader)(nil)
-)
-
-// SetupWithManager registers the loader's controller for the ConfigMaps and
-// adds the loader as a Runnable for the first load. Both run in every
-// replica.
+// SetupWithManager registers the loader's controller for the ConfigMaps (in
+// every replica) and makes the first load, reading through
+// mgr.GetAPIReader() since the cache has not started yet. It fails only when
+// the shipped policies themselves do not load.
 func (l *PolicyLoader) SetupWithManager(mgr ctrl.Manager) error {
 	if l.Reader == nil {
 		l.Reader = mgr.GetCache()
 	}
-	l.waitForCache = mgr.GetCache().WaitForCacheSync
 	watched := func(o client.Object) bool { return l.watched(o) }
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("policy-loader").
@@ -109,7 +109,9 @@ func (l *PolicyLoader) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	return mgr.Add(l)
+	ctx, cancel := context.WithTimeout(context.Background(), initialLoadTimeout)
+	defer cancel()
+	return l.initialLoad(logf.IntoContext(ctx, mgr.GetLogger()), mgr.GetAPIReader())
 }
 
 // watched reports whether o is one of the loader's ConfigMaps.
@@ -118,30 +120,22 @@ func (l *PolicyLoader) watched(o client.Object) bool {
 		(o.GetName() == ModesConfigMapName || o.GetLabels()[api.LabelPolicy] == api.LabelTrue)
 }
 
-// NeedLeaderElection implements manager.LeaderElectionRunnable: every
-// replica loads policies.
-func (l *PolicyLoader) NeedLeaderElection() bool { return false }
-
-// Start implements manager.Runnable: it makes the first load and returns.
-func (l *PolicyLoader) Start(ctx context.Context) error {
-	if l.waitForCache != nil && !l.waitForCache(ctx) {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return errors.New("policy loader: caches did not sync")
-	}
-	return l.InitialLoad(ctx)
+// InitialLoad loads the modes and the policy set through the loader's
+// Reader (see SetupWithManager).
+func (l *PolicyLoader) InitialLoad(ctx context.Context) error {
+	return l.initialLoad(ctx, l.reader())
 }
 
-// InitialLoad loads the modes and the policy set. When the ConfigMaps
-// cannot be read or their set does not load, and no set is active yet, it
-// loads the shipped modules alone; it fails only when those fail.
-func (l *PolicyLoader) InitialLoad(ctx context.Context) error {
+// initialLoad loads the modes and the policy set, reading through r. When
+// the ConfigMaps cannot be read or their set does not load, and no set is
+// active yet, it loads the shipped modules alone; it fails only when those
+// fail.
+func (l *PolicyLoader) initialLoad(ctx context.Context, r client.Reader) error {
 	log := logf.FromContext(ctx).WithName("policy-loader")
-	if err := l.syncModes(ctx); err != nil {
+	if err := l.syncModes(ctx, r); err != nil {
 		log.Error(err, "read enforcement modes; every rule denies until they can be read")
 	}
-	if err := l.syncPolicies(ctx); err != nil {
+	if err := l.syncPolicies(ctx, r); err != nil {
 		log.Error(err, "read policy ConfigMaps; loading the shipped policies alone")
 	}
 	if l.Engine.Ready() {
@@ -160,11 +154,11 @@ func (l *PolicyLoader) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 		return ctrl.Result{}, nil
 	}
 	if req.Name == ModesConfigMapName {
-		if err := l.syncModes(ctx); err != nil {
+		if err := l.syncModes(ctx, l.reader()); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	return ctrl.Result{}, l.syncPolicies(ctx)
+	return ctrl.Result{}, l.syncPolicies(ctx, l.reader())
 }
 
 func (l *PolicyLoader) reader() client.Reader {
@@ -182,12 +176,13 @@ func (l *PolicyLoader) metrics() *Metrics {
 }
 
 // syncPolicies loads the shipped modules merged with the policy
-// ConfigMaps'. It returns an error only when the ConfigMaps cannot be read.
-func (l *PolicyLoader) syncPolicies(ctx context.Context) error {
+// ConfigMaps', read through r. It returns an error only when the ConfigMaps
+// cannot be read.
+func (l *PolicyLoader) syncPolicies(ctx context.Context, r client.Reader) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	log := logf.FromContext(ctx).WithName("policy-loader")
-	cms, err := ListPolicyConfigMaps(ctx, l.reader(), l.Namespace)
+	cms, err := ListPolicyConfigMaps(ctx, r, l.Namespace)
 	if err != nil {
 		return err
 	}
@@ -253,16 +248,16 @@ func (l *PolicyLoader) loadShipped(ctx context.Context) error {
 	return nil
 }
 
-// syncModes reads the modes ConfigMap into l.Modes; a missing one means
-// every rule denies. Modes that do not parse leave the previous ones.
-func (l *PolicyLoader) syncModes(ctx context.Context) error {
+// syncModes reads the modes ConfigMap through r into l.Modes; a missing one
+// means every rule denies. Modes that do not parse leave the previous ones.
+func (l *PolicyLoader) syncModes(ctx context.Context, r client.Reader) error {
 	if l.Modes == nil {
 		return nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var cm corev1.ConfigMap
-	err := l.reader().Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: ModesConfigMapName}, &cm)
+	err := r.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: ModesConfigMapName}, &cm)
 	if apierrors.IsNotFound(err) {
 		l.Modes.Store(&Modes{})
 		return nil
@@ -299,7 +294,7 @@ func (l *PolicyLoader) event(cm *corev1.ConfigMap, eventType, reason, note strin
 		return
 	}
 	if len(note) > maxEventNote {
-		note = note[:maxEventNote-len("…")] + "…"
+		note = strings.ToValidUTF8(note[:maxEventNote-len("…")], "") + "…"
 	}
 	l.Recorder.Eventf(cm, nil, eventType, reason, "LoadPolicy", "%s", note)
 }

@@ -337,9 +337,6 @@ func TestLoaderWatches(t *testing.T) {
 			t.Errorf("%s: watched = %v", name, got)
 		}
 	}
-	if l.NeedLeaderElection() {
-		t.Error("the loader must run in every replica")
-	}
 }
 
 func TestOperatorModules(t *testing.T) {
