@@ -112,7 +112,7 @@ func TestVMHandler(t *testing.T) {
 			req: vmRequest(t, "vm", nil, false), notReady: true, wantCode: http.StatusServiceUnavailable,
 		},
 		"malformed object": {
-			req: admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: []byte("{")}}},
+			req:      admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: []byte("{")}}},
 			wantCode: http.StatusBadRequest,
 		},
 	}
