@@ -73,6 +73,10 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
+	if in.VM.DeletionTimestamp != nil {
+		// Nothing to plumb on a VM being deleted; never block its finalizers.
+		return admission.Allowed("")
+	}
 	if h.revision != nil {
 		in.PolicyRevision = h.revision()
 	}

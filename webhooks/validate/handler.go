@@ -65,6 +65,11 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
+	if vm.DeletionTimestamp != nil {
+		// A VM on its way out must be able to drop its finalizers even when
+		// a policy changed since it was admitted.
+		return admission.Allowed("")
+	}
 	self := types.NamespacedName{Namespace: req.Namespace, Name: req.Name}
 	if self.Name == "" {
 		self.Name = vm.Name

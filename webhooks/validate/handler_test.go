@@ -175,3 +175,28 @@ func TestVMHandler(t *testing.T) {
 		})
 	}
 }
+
+// TestVMHandlerAdmitsDeletingVM: a VM being deleted must be able to drop
+// its finalizers even when it breaks a policy that changed since.
+func TestVMHandlerAdmitsDeletingVM(t *testing.T) {
+	engine := NewEngine(time.Second)
+	if _, err := engine.Load(context.Background(), ShippedModules()); err != nil {
+		t.Fatal(err)
+	}
+	req := vmRequest(t, "vm", map[string]string{api.AnnotationSharedMemory: "1Gi"}, false)
+	var obj map[string]any
+	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
+		t.Fatal(err)
+	}
+	obj["metadata"].(map[string]any)["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Object.Raw = raw
+	req.Operation = admissionv1.Update
+	h := &VMHandler{Engine: engine, Modes: &atomic.Pointer[Modes]{}}
+	if resp := h.Handle(context.Background(), req); !resp.Allowed {
+		t.Fatalf("update of a VM being deleted was denied: %+v", resp.Result)
+	}
+}
