@@ -96,7 +96,7 @@ func cloudInitPython(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	line, err := bufio.NewReader(f).ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "#!") {
 		t.Fatalf("%s has no #! line (%v): install Debian's cloud-init (apt-get install -y cloud-init)", ci, err)

@@ -146,7 +146,7 @@ func mounts(t *testing.T) []mountEntry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	var out []mountEntry
 	s := bufio.NewScanner(f)
 	for s.Scan() {
@@ -227,7 +227,7 @@ func (e *diskEnv) runScript(script string, wait int) string {
 	if err := os.WriteFile(file, []byte(script), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	defer os.Remove(file)
+	defer func() { _ = os.Remove(file) }() // a temp file; a leftover is harmless
 	cmd := exec.Command("/bin/sh", file)
 	cmd.Dir = e.cwd
 	cmd.Env = append(os.Environ(), "VIRTSTATION_BYID_DIR="+e.byID, "VIRTSTATION_WAIT_SECONDS="+strconv.Itoa(wait))
@@ -293,10 +293,6 @@ func owner(t *testing.T, path string) (uid, gid int) {
 // against real block devices.
 func TestMountScriptDisks(t *testing.T) {
 	requireDisks(t)
-	type disk struct {
-		serial  string
-		prepare func(t *testing.T, dev string) // nil: blank
-	}
 	mkfsExt4WithFile := func(t *testing.T, dev string) {
 		run(t, "mkfs.ext4", "-q", dev)
 		dir := t.TempDir()

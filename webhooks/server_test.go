@@ -64,7 +64,7 @@ func freePort(t *testing.T) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }() // only probing for a free port
 	return l.Addr().(*net.TCPAddr).Port
 }
 
@@ -74,7 +74,7 @@ func servedSerial(addr string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }() // only the handshake mattered
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64(), nil
 }
 
@@ -88,7 +88,12 @@ func TestServerReloadsRenewedCertificate(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("webhook server: %v", err)
+		}
+	})
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 
 	waitSerial(t, addr, 1)

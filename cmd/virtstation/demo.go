@@ -98,7 +98,7 @@ func readDir(dir string) ([]render.Object, error) {
 			return nil, err
 		}
 		objs, err := render.ReadObjects(fh)
-		fh.Close()
+		_ = fh.Close() // read-only
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}

@@ -88,7 +88,7 @@ func readObjectsFrom(path string, stdin io.Reader) ([]render.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	return render.ReadObjects(f)
 }
 

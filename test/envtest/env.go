@@ -132,11 +132,12 @@ func (e *Env) AddAdmin(name string) ([]byte, error) {
 
 // Stop stops the webhook manager and the control plane.
 func (e *Env) Stop() error {
+	var mgrErr error
 	if e.cancel != nil {
 		e.cancel()
-		<-e.done
+		mgrErr = <-e.done
 	}
-	return e.env.Stop()
+	return errors.Join(mgrErr, e.env.Stop())
 }
 
 // waitForTLS dials addr until a TLS handshake succeeds.
