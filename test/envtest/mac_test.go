@@ -17,6 +17,7 @@ import (
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/mac"
 	"github.com/virtstation/virtstation/webhooks/mutate"
+	"github.com/virtstation/virtstation/webhooks/validate"
 )
 
 func derived(t *testing.T, ns, name string) string {
@@ -92,7 +93,8 @@ func TestUnlabelledVMNeverReachesWebhook(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "mac")
 	before := webhookRequests(t, mutate.Path)
-	vm := newVM(ns, "plain", withPodInterface("default", ""))
+	beforeValidate := webhookRequests(t, validate.VMPath)
+	vm := newVM(ns, "plain", withPodInterface("default", ""), withAnnotation(api.AnnotationSharedMemory, "1Gi"))
 	if err := env.Client.Create(ctx, vm); err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +106,9 @@ func TestUnlabelledVMNeverReachesWebhook(t *testing.T) {
 	}
 	if after := webhookRequests(t, mutate.Path); after != before {
 		t.Fatalf("webhook requests went from %v to %v for an unlabelled VM", before, after)
+	}
+	if after := webhookRequests(t, validate.VMPath); after != beforeValidate {
+		t.Fatalf("validating webhook requests went from %v to %v for an unlabelled VM", beforeValidate, after)
 	}
 	// The counter does move for a labelled VM, so the check above can fail.
 	if err := env.Client.Create(ctx, newVM(ns, "labelled", managed)); err != nil {
