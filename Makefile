@@ -12,7 +12,7 @@ TEST_FLAGS ?= -count=1 -p 1 -timeout 15m
 
 export CERT_MANAGER_VERSION
 
-.PHONY: all build test test-deps policy-test unit envtest-bins manifests crds generate verify-generated lint fmt check-format vet demo fuzz clean
+.PHONY: all build bench test test-deps policy-test unit envtest-bins manifests crds generate verify-generated lint fmt check-format vet demo fuzz clean
 
 all: build
 
@@ -60,6 +60,10 @@ test: test-deps envtest-bins verify-generated vet check-format policy-test
 ## unit: tests that need no control plane.
 unit:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/envtest)
+
+## bench: benchmarks with their peers, side by side (see docs/benchmarks.md).
+bench:
+	$(GO) test ./webhooks/validate -run '^$$' -bench BenchmarkEvaluateVsCEL -benchmem -count 5
 
 ## fuzz: run every fuzz target for FUZZTIME each.
 FUZZTIME ?= 20s

@@ -600,38 +600,3 @@ func TestRealisticInputIsAdmitted(t *testing.T) {
 	}
 }
 
-// BenchmarkEvaluate measures one evaluation of the shipped policies on a
-// realistic admitted VM (testdata/vm.json, 3 data disks, UPDATE with
-// oldObject and userInfo), input conversion included.
-func BenchmarkEvaluate(b *testing.B) {
-	e := mustShippedEngine(b)
-	in := realisticInput(b)
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := e.Evaluate(ctx, in); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkBuildInputAndEvaluate adds building the input from the raw JSON.
-func BenchmarkBuildInputAndEvaluate(b *testing.B) {
-	e := mustShippedEngine(b)
-	raw, err := os.ReadFile("testdata/vm.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	disks := map[string]DiskState{"heidi-home": free, "datasets": free, "tools-iso": free}
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		in, err := BuildInput("UPDATE", "workstations", "station-heidi", raw, raw, nil, disks)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := e.Evaluate(ctx, in); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
