@@ -599,4 +599,3 @@ func TestRealisticInputIsAdmitted(t *testing.T) {
 		t.Fatalf("testdata/vm.json: %v %v", d, err)
 	}
 }
-
