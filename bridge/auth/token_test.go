@@ -10,7 +10,9 @@ import (
 )
 
 func TestTokenFrom(t *testing.T) {
-	sub := func(tok string) string { return BearerSubprotocolPrefix + base64.RawURLEncoding.EncodeToString([]byte(tok)) }
+	sub := func(tok string) string {
+		return BearerSubprotocolPrefix + base64.RawURLEncoding.EncodeToString([]byte(tok))
+	}
 	cases := map[string]struct {
 		auth, protocols string
 		want            Credential
