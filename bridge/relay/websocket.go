@@ -1,0 +1,106 @@
+package relay
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// controlWriteTimeout bounds writing a ping or close frame.
+const controlWriteTimeout = 5 * time.Second
+
+// closeGrace is how long a closed socket waits for the peer's close reply
+// before the TCP connection is dropped, so the close frame is read rather
+// than lost to a reset.
+const closeGrace = time.Second
+
+// WSOptions are the limits of one WebSocket endpoint.
+type WSOptions struct {
+	// ReadLimit is the largest message accepted; a bigger one ends the
+	// session (gorilla answers with close code 1009).
+	ReadLimit int64
+	// PingInterval is how often a ping is sent. A peer that answers neither
+	// data nor pong within two intervals is gone.
+	PingInterval time.Duration
+	// WriteTimeout bounds one message write: a peer that accepts nothing for
+	// this long is too slow and the session ends.
+	WriteTimeout time.Duration
+}
+
+// WS is a WebSocket Endpoint. One goroutine may read and one may write;
+// Close may be called from any goroutine, more than once.
+type WS struct {
+	conn      *websocket.Conn
+	opts      WSOptions
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// NewWS applies opts to conn and starts its pinger.
+func NewWS(conn *websocket.Conn, opts WSOptions) *WS {
+	w := &WS{conn: conn, opts: opts, done: make(chan struct{})}
+	conn.SetReadLimit(opts.ReadLimit)
+	w.extendRead()
+	conn.SetPongHandler(func(string) error { w.extendRead(); return nil })
+	go w.ping()
+	return w
+}
+
+func (w *WS) pongWait() time.Duration { return 2 * w.opts.PingInterval }
+
+func (w *WS) extendRead() { _ = w.conn.SetReadDeadline(time.Now().Add(w.pongWait())) }
+
+func (w *WS) ping() {
+	t := time.NewTicker(w.opts.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-t.C:
+			if err := w.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(controlWriteTimeout)); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// ReadMessage returns the next data message; any message from the peer
+// proves it alive.
+func (w *WS) ReadMessage() (int, []byte, error) {
+	kind, p, err := w.conn.ReadMessage()
+	if err != nil {
+		return 0, nil, err
+	}
+	w.extendRead()
+	return kind, p, nil
+}
+
+// WriteMessage writes one message within the write timeout.
+func (w *WS) WriteMessage(kind int, p []byte) error {
+	if err := w.conn.SetWriteDeadline(time.Now().Add(w.opts.WriteTimeout)); err != nil {
+		return err
+	}
+	return w.conn.WriteMessage(kind, p)
+}
+
+// Close sends a close frame with code and reason, then drops the connection
+// once the peer replies or closeGrace passes.
+func (w *WS) Close(code int, reason string) error {
+	var err error
+	w.closeOnce.Do(func() {
+		close(w.done)
+		msg := websocket.FormatCloseMessage(code, Truncate(reason))
+		err = w.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(controlWriteTimeout))
+		if errors.Is(err, websocket.ErrCloseSent) {
+			err = nil
+		}
+		time.AfterFunc(closeGrace, func() { _ = w.conn.Close() })
+	})
+	return err
+}
+
+// Subprotocol is what the handshake agreed on.
+func (w *WS) Subprotocol() string { return w.conn.Subprotocol() }

@@ -1,0 +1,193 @@
+package upstream
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"k8s.io/client-go/rest"
+)
+
+// Subprotocol is the one KubeVirt's subresources speak: raw bytes in binary
+// messages.
+const Subprotocol = "plain.kubevirt.io"
+
+// handshakeTimeout bounds the TLS and WebSocket handshake with the API
+// server; the API server answers in milliseconds, virt-handler behind it in
+// well under a second.
+const handshakeTimeout = 15 * time.Second
+
+// maxErrorBody bounds how much of a failed handshake's body is read for the
+// error message.
+const maxErrorBody = 4 << 10
+
+// Subresource is a VMI subresource the bridge relays.
+type Subresource string
+
+const (
+	Console Subresource = "console"
+	VNC     Subresource = "vnc"
+)
+
+var (
+	// ErrBusy means KubeVirt refused because another client holds the
+	// subresource (HTTP 503 from virt-handler, e.g. VNC with preserveSession).
+	ErrBusy = errors.New("another client outside this bridge is connected to this VM")
+	// ErrNotFound means the API server or KubeVirt does not know the VMI.
+	ErrNotFound = errors.New("the VMI does not exist")
+	// ErrForbidden means the bridge's ServiceAccount lacks the permission.
+	ErrForbidden = errors.New("the bridge's ServiceAccount is not allowed to open this subresource")
+)
+
+// Dialer opens subresource connections through one API server. It is safe
+// for concurrent use.
+type Dialer struct {
+	host      *url.URL
+	tlsConfig *tls.Config
+	token     func() (string, error)
+	http      *http.Client
+}
+
+// NewDialer builds a Dialer from cfg: the API server address, its TLS
+// settings (CA, client certificate) and the bearer token or token file.
+func NewDialer(cfg *rest.Config) (*Dialer, error) {
+	host, err := url.Parse(cfg.Host)
+	if err != nil || host.Host == "" {
+		// rest.Config allows a bare host:port.
+		host, err = url.Parse("https://" + cfg.Host)
+		if err != nil {
+			return nil, fmt.Errorf("API server address %q: %w", cfg.Host, err)
+		}
+	}
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("API server TLS settings: %w", err)
+	}
+	d := &Dialer{host: host, tlsConfig: tlsConfig, token: staticToken(cfg.BearerToken)}
+	if cfg.BearerTokenFile != "" {
+		d.token = fileToken(cfg.BearerTokenFile)
+	}
+	d.http = &http.Client{
+		Timeout:   handshakeTimeout,
+		Transport: &http.Transport{TLSClientConfig: tlsConfig, Proxy: http.ProxyFromEnvironment},
+	}
+	return d, nil
+}
+
+func staticToken(t string) func() (string, error) { return func() (string, error) { return t, nil } }
+
+// fileToken re-reads the file on every call: projected ServiceAccount tokens
+// rotate, and a dial is rare enough that a read costs nothing.
+func fileToken(path string) func() (string, error) {
+	return func() (string, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", fmt.Errorf("read the ServiceAccount token: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+}
+
+func (d *Dialer) header() (http.Header, error) {
+	h := http.Header{}
+	tok, err := d.token()
+	if err != nil {
+		return nil, err
+	}
+	if tok != "" {
+		h.Set("Authorization", "Bearer "+tok)
+	}
+	return h, nil
+}
+
+func (d *Dialer) url(scheme, path string, query url.Values) string {
+	u := *d.host
+	u.Scheme = scheme
+	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u.RawQuery = query.Encode()
+	return u.String()
+}
+
+// Dial opens the VMI's subresource. VNC is opened with preserveSession=true
+// so that KubeVirt refuses (ErrBusy) rather than silently disconnecting a
+// client that reached the display without the bridge.
+func (d *Dialer) Dial(ctx context.Context, namespace, name string, sub Subresource) (*websocket.Conn, error) {
+	h, err := d.header()
+	if err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	if sub == VNC {
+		q.Set("preserveSession", "true")
+	}
+	scheme := "wss"
+	if d.host.Scheme == "http" {
+		scheme = "ws"
+	}
+	path := fmt.Sprintf("/apis/subresources.kubevirt.io/v1/namespaces/%s/virtualmachineinstances/%s/%s",
+		url.PathEscape(namespace), url.PathEscape(name), sub)
+	wd := websocket.Dialer{
+		TLSClientConfig:  d.tlsConfig,
+		HandshakeTimeout: handshakeTimeout,
+		Subprotocols:     []string{Subprotocol},
+		Proxy:            http.ProxyFromEnvironment,
+	}
+	conn, resp, err := wd.DialContext(ctx, d.url(scheme, path, q), h)
+	if err != nil {
+		return nil, classify(resp, err)
+	}
+	return conn, nil
+}
+
+// Restart calls the VM's restart subresource, as `virtctl restart` does.
+func (d *Dialer) Restart(ctx context.Context, namespace, name string) error {
+	path := fmt.Sprintf("/apis/subresources.kubevirt.io/v1/namespaces/%s/virtualmachines/%s/restart",
+		url.PathEscape(namespace), url.PathEscape(name))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, d.url(d.host.Scheme, path, nil), strings.NewReader("{}"))
+	if err != nil {
+		return err
+	}
+	h, err := d.header()
+	if err != nil {
+		return err
+	}
+	req.Header = h
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := d.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("restart %s/%s: %w", namespace, name, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode/100 == 2 {
+		return nil
+	}
+	return classify(resp, errors.New("restart failed"))
+}
+
+// classify turns a failed handshake into one of the package's errors, with
+// the server's message kept for the log.
+func classify(resp *http.Response, err error) error {
+	if resp == nil {
+		return fmt.Errorf("reach the API server: %w", err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	_ = resp.Body.Close()
+	detail := strings.TrimSpace(string(body))
+	switch resp.StatusCode {
+	case http.StatusServiceUnavailable:
+		return fmt.Errorf("%w (KubeVirt answered 503: %s)", ErrBusy, detail)
+	case http.StatusNotFound:
+		return fmt.Errorf("%w (404: %s)", ErrNotFound, detail)
+	case http.StatusForbidden, http.StatusUnauthorized:
+		return fmt.Errorf("%w (%d: %s)", ErrForbidden, resp.StatusCode, detail)
+	}
+	return fmt.Errorf("KubeVirt answered %s: %s", resp.Status, detail)
+}
