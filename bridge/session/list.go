@@ -1,0 +1,39 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Status is who holds one mode's slot of a VM.
+type Status struct {
+	Mode   string
+	Holder Holder
+}
+
+// List says who holds which slots of the VM namespace/name, sorted by mode.
+// Vacant slots (released, expired, never used) are left out. It reads the
+// API server, not a cache, and needs no Start.
+func (r *Registry) List(ctx context.Context, namespace, name string) ([]Status, error) {
+	sel := labels.Set{labelManagedBy: managedByBridge, labelVM: vmHash(namespace, name)}.String()
+	list, err := r.leases().List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("list session leases of %s/%s: %w", namespace, name, err)
+	}
+	now := r.opts.Now()
+	var out []Status
+	for i := range list.Items {
+		l := &list.Items[i]
+		if l.Annotations[annNamespace] != namespace || l.Annotations[annName] != name || !held(l, now) {
+			continue
+		}
+		out = append(out, Status{Mode: l.Annotations[annMode], Holder: holderOf(l)})
+	}
+	slices.SortFunc(out, func(a, b Status) int { return strings.Compare(a.Mode, b.Mode) })
+	return out, nil
+}
