@@ -1,7 +1,9 @@
 package envtest
 
 import (
+	"errors"
 	"fmt"
+	"os"
 
 	"k8s.io/client-go/rest"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -14,12 +16,33 @@ import (
 type ControlPlane struct {
 	// Config reaches the API server as an administrator.
 	Config *rest.Config
+	// FrontProxy is the aggregation layer's PKI when the control plane was
+	// started WithAggregation, nil otherwise.
+	FrontProxy *FrontProxy
 
-	env *crenvtest.Environment
+	env    *crenvtest.Environment
+	tmpDir string
+}
+
+// Option configures StartControlPlane.
+type Option func(*controlPlaneOptions)
+
+type controlPlaneOptions struct {
+	aggregation bool
+}
+
+// WithAggregation turns on the API server's front proxy, so that aggregated
+// APIs (RegisterSubresourceAPI) can be served through it.
+func WithAggregation() Option {
+	return func(o *controlPlaneOptions) { o.aggregation = true }
 }
 
 // StartControlPlane starts a bare control plane. Call Stop when done.
-func StartControlPlane() (*ControlPlane, error) {
+func StartControlPlane(opts ...Option) (*ControlPlane, error) {
+	var o controlPlaneOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
@@ -29,11 +52,21 @@ func StartControlPlane() (*ControlPlane, error) {
 		return nil, err
 	}
 	te := &crenvtest.Environment{BinaryAssetsDirectory: assets}
+	cp := &ControlPlane{env: te}
+	if o.aggregation {
+		if cp.tmpDir, err = os.MkdirTemp("", "virtstation-front-proxy-"); err != nil {
+			return nil, err
+		}
+		if cp.FrontProxy, err = ConfigureAggregation(te, cp.tmpDir); err != nil {
+			return nil, errors.Join(err, os.RemoveAll(cp.tmpDir))
+		}
+	}
 	cfg, err := te.Start()
 	if err != nil {
-		return nil, fmt.Errorf("start control plane: %w", err)
+		return nil, errors.Join(fmt.Errorf("start control plane: %w", err), cp.removeTmp())
 	}
-	return &ControlPlane{Config: cfg, env: te}, nil
+	cp.Config = cfg
+	return cp, nil
 }
 
 // AddUser returns a rest.Config for a new user in the given groups,
@@ -47,4 +80,11 @@ func (cp *ControlPlane) AddUser(name string, groups ...string) (*rest.Config, er
 }
 
 // Stop stops the control plane.
-func (cp *ControlPlane) Stop() error { return cp.env.Stop() }
+func (cp *ControlPlane) Stop() error { return errors.Join(cp.env.Stop(), cp.removeTmp()) }
+
+func (cp *ControlPlane) removeTmp() error {
+	if cp.tmpDir == "" {
+		return nil
+	}
+	return os.RemoveAll(cp.tmpDir)
+}

@@ -1,0 +1,225 @@
+package qemu
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Binary is the emulator Start runs (Debian package qemu-system-x86).
+const Binary = "qemu-system-x86_64"
+
+// startTimeout bounds QEMU's start-up and the guest's boot. TCG boots SeaBIOS
+// and the boot sector in about a second on an idle core; a loaded 2-core CI
+// machine can take many times that.
+const startTimeout = 60 * time.Second
+
+// pollInterval is how often Start retries a socket QEMU has not created yet.
+const pollInterval = 20 * time.Millisecond
+
+// maxSocketPath is the longest unix socket path the kernel accepts (sun_path
+// is 108 bytes including the terminating NUL).
+const maxSocketPath = 107
+
+// diskSize pads the boot image: SeaBIOS wants a disk of a plausible size, not
+// a single sector.
+const diskSize = 64 << 10
+
+// rfbVersion is the greeting QEMU's VNC server sends first.
+const rfbVersion = "RFB 003.008\n"
+
+// VM is a running QEMU. Its fields are read-only; Stop may be called from any
+// goroutine, more than once.
+type VM struct {
+	// VNCSocket is QEMU's VNC server (RFB 3.8), like virt-launcher's virt-vnc.
+	VNCSocket string
+	// SerialSocket is the guest's COM1, like virt-launcher's virt-serial0.
+	// One client at a time; see the package documentation.
+	SerialSocket string
+
+	cmd      *exec.Cmd
+	output   *syncBuffer
+	exited   chan struct{} // closed once cmd.Wait has returned
+	files    []string
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start writes the echo guest into dir, starts QEMU on it and returns once
+// both sockets accept connections and the guest has written its Banner.
+// QEMU runs until Stop, or until ctx is done. dir must be short enough for
+// unix socket paths (about 90 bytes).
+func Start(ctx context.Context, dir string) (*VM, error) {
+	vm := &VM{
+		VNCSocket:    filepath.Join(dir, "vnc.sock"),
+		SerialSocket: filepath.Join(dir, "serial.sock"),
+		output:       &syncBuffer{},
+		exited:       make(chan struct{}),
+	}
+	if len(vm.SerialSocket) > maxSocketPath {
+		return nil, fmt.Errorf("qemu: directory %q is too long for unix socket paths (at most %d bytes with the socket name)", dir, maxSocketPath)
+	}
+	image := filepath.Join(dir, "boot.img")
+	if err := writeImage(image); err != nil {
+		return nil, err
+	}
+	vm.files = []string{image, vm.VNCSocket, vm.SerialSocket}
+
+	vm.cmd = exec.CommandContext(ctx, Binary, commandLine(image, vm.VNCSocket, vm.SerialSocket)...)
+	vm.cmd.Stdout, vm.cmd.Stderr = vm.output, vm.output
+	// QEMU must not outlive a test binary that dies without calling Stop.
+	vm.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := vm.cmd.Start(); err != nil {
+		_ = os.Remove(image)
+		return nil, fmt.Errorf("start %s (Debian package qemu-system-x86): %w", Binary, err)
+	}
+	go func() {
+		_ = vm.cmd.Wait() // the exit status of a killed QEMU says nothing useful
+		close(vm.exited)
+	}()
+
+	sctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	if err := vm.waitReady(sctx); err != nil {
+		return nil, errors.Join(err, vm.Stop())
+	}
+	return vm, nil
+}
+
+// commandLine is QEMU as the design fixes it: TCG, no default devices, a
+// standard VGA behind a VNC unix socket, COM1 on a unix socket server, plus
+// the boot image and a small memory.
+func commandLine(image, vncSocket, serialSocket string) []string {
+	return []string{
+		"-nodefaults",
+		"-machine", "accel=tcg",
+		"-m", "32",
+		"-display", "none",
+		"-vga", "std",
+		"-vnc", "unix:" + vncSocket,
+		"-serial", "unix:" + serialSocket + ",server=on,wait=off",
+		"-drive", "file=" + image + ",format=raw,if=ide",
+	}
+}
+
+// writeImage writes the boot sector, padded to diskSize, to path.
+func writeImage(path string) error {
+	img := make([]byte, diskSize)
+	copy(img, bootSector())
+	if err := os.WriteFile(path, img, 0o600); err != nil {
+		return fmt.Errorf("qemu: write boot image: %w", err)
+	}
+	return nil
+}
+
+// waitReady waits for the VNC greeting and the guest's banner.
+func (vm *VM) waitReady(ctx context.Context) error {
+	vnc, err := vm.dial(ctx, vm.VNCSocket)
+	if err != nil {
+		return err
+	}
+	got, err := readUntil(ctx, vnc, rfbVersion)
+	_ = vnc.Close()
+	if err != nil {
+		return fmt.Errorf("qemu: no RFB greeting on %s (got %q): %w%s", vm.VNCSocket, got, err, vm.outputSuffix())
+	}
+	serial, err := vm.dial(ctx, vm.SerialSocket)
+	if err != nil {
+		return err
+	}
+	got, err = readUntil(ctx, serial, Banner)
+	_ = serial.Close()
+	if err != nil {
+		return fmt.Errorf("qemu: the guest did not write its banner on %s (got %q): %w%s", vm.SerialSocket, got, err, vm.outputSuffix())
+	}
+	return nil
+}
+
+// dial connects to a unix socket QEMU is about to create.
+func (vm *VM) dial(ctx context.Context, path string) (net.Conn, error) {
+	var d net.Dialer
+	for {
+		conn, err := d.DialContext(ctx, "unix", path)
+		if err == nil {
+			return conn, nil
+		}
+		select {
+		case <-vm.exited:
+			return nil, fmt.Errorf("qemu exited before %s accepted connections%s", path, vm.outputSuffix())
+		case <-ctx.Done():
+			return nil, fmt.Errorf("qemu: %s: %w (last error: %v)%s", path, ctx.Err(), err, vm.outputSuffix())
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// readUntil reads conn until the data read contains want, or ctx ends.
+func readUntil(ctx context.Context, conn net.Conn, want string) (string, error) {
+	if deadline, ok := ctx.Deadline(); ok {
+		if err := conn.SetReadDeadline(deadline); err != nil {
+			return "", err
+		}
+	}
+	var got []byte
+	buf := make([]byte, 256)
+	for !bytes.Contains(got, []byte(want)) {
+		n, err := conn.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			return string(got), err
+		}
+	}
+	return string(got), nil
+}
+
+// Stop kills QEMU, waits for it to exit and removes the files Start wrote.
+func (vm *VM) Stop() error {
+	vm.stopOnce.Do(func() {
+		if err := vm.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			vm.stopErr = fmt.Errorf("kill qemu: %w", err)
+		}
+		<-vm.exited
+		for _, f := range vm.files {
+			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				vm.stopErr = errors.Join(vm.stopErr, err)
+			}
+		}
+	})
+	return vm.stopErr
+}
+
+// outputSuffix is QEMU's own output, for error messages.
+func (vm *VM) outputSuffix() string {
+	out := strings.TrimSpace(vm.output.String())
+	if out == "" {
+		return ""
+	}
+	return "; qemu said: " + out
+}
+
+// syncBuffer is a bytes.Buffer safe for QEMU's output copier and readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
