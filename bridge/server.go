@@ -1,0 +1,131 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/go-logr/logr"
+	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/virtstation/virtstation/bridge/auth"
+	"github.com/virtstation/virtstation/bridge/session"
+	"github.com/virtstation/virtstation/bridge/sshbridge"
+	"github.com/virtstation/virtstation/bridge/upstream"
+)
+
+// Deps are the bridge's connections to the cluster.
+type Deps struct {
+	// Kube reviews tokens and access.
+	Kube kubernetes.Interface
+	// Reader reads VMs and VMIs (uncached: sessions are rare).
+	Reader client.Reader
+	// Upstream dials KubeVirt's subresources as the bridge.
+	Upstream *upstream.Dialer
+	// Sessions holds the one-session-per-VM-per-mode Leases; Start it first.
+	Sessions *session.Registry
+	// HostKeys pins each VM's SSH host key.
+	HostKeys sshbridge.HostKeyStore
+	// Log receives session starts and endings, never tokens or keys.
+	Log logr.Logger
+	// Registerer takes the bridge's metrics; nil makes a private registry.
+	Registerer prometheus.Registerer
+	// Gatherer serves /metrics; nil serves the private registry.
+	Gatherer prometheus.Gatherer
+	// Ready reports readiness for /readyz; nil is always ready.
+	Ready func() error
+}
+
+// Server is the bridge's HTTP handler. It is safe for concurrent use.
+type Server struct {
+	opts     Options
+	deps     Deps
+	origins  auth.OriginPolicy
+	authn    *auth.Authenticator
+	authz    *auth.Authorizer
+	metrics  *metrics
+	upgrader websocket.Upgrader
+	mux      *http.ServeMux
+	// ctx ends every session when the bridge shuts down.
+	ctx context.Context
+}
+
+// New builds a Server; ctx bounds every session it serves.
+func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
+	if deps.Kube == nil || deps.Reader == nil || deps.Upstream == nil || deps.Sessions == nil || deps.HostKeys == nil {
+		return nil, errors.New("bridge: Kube, Reader, Upstream, Sessions and HostKeys are required")
+	}
+	origins, err := auth.NewOriginPolicy(opts.AllowedOrigins)
+	if err != nil {
+		return nil, err
+	}
+	if deps.Registerer == nil {
+		reg := prometheus.NewRegistry()
+		deps.Registerer, deps.Gatherer = reg, reg
+	}
+	s := &Server{
+		opts:    opts.withDefaults(),
+		deps:    deps,
+		origins: origins,
+		authn:   auth.NewAuthenticator(deps.Kube.AuthenticationV1().TokenReviews(), nil),
+		authz:   auth.NewAuthorizer(deps.Kube.AuthorizationV1().SubjectAccessReviews()),
+		metrics: newMetrics(deps.Registerer),
+		ctx:     ctx,
+	}
+	s.upgrader = websocket.Upgrader{
+		HandshakeTimeout: handshakeTimeout,
+		Subprotocols:     clientSubprotocols,
+		// The Origin was checked before the upgrade, with the allowlist.
+		CheckOrigin: func(*http.Request) bool { return true },
+	}
+	s.mux = s.routes()
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// route is one row of the routing table.
+type route struct {
+	pattern string
+	handler http.HandlerFunc
+}
+
+// routes is the whole HTTP surface, in one table.
+func (s *Server) routes() *http.ServeMux {
+	const vm = "/api/v1/namespaces/{namespace}/virtualmachines/{name}"
+	const vmi = "/apis/subresources.kubevirt.io/v1/namespaces/{namespace}/virtualmachineinstances/{name}"
+	table := []route{
+		{"GET " + vm + "/console", s.session(modeConsole, true)},
+		{"GET " + vm + "/vnc", s.session(modeVNC, true)},
+		{"GET " + vm + "/ssh", s.session(modeSSH, true)},
+		{"GET " + vm + "/sessions", s.listSessions},
+		{"POST " + vm + "/sessions/{mode}/takeover", s.takeOver},
+		{"POST " + vm + "/restart", s.restart},
+		// KubeVirt's own paths, so KubeVirt UIs can point at the bridge.
+		{"GET " + vmi + "/console", s.session(modeConsole, false)},
+		{"GET " + vmi + "/vnc", s.session(modeVNC, false)},
+		{"GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) }},
+		{"GET /readyz", s.readyz},
+	}
+	mux := http.NewServeMux()
+	for _, r := range table {
+		mux.HandleFunc(r.pattern, r.handler)
+	}
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.deps.Gatherer, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if s.deps.Ready != nil {
+		if err := s.deps.Ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	_, _ = w.Write([]byte("ok\n"))
+}

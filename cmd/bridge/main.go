@@ -1,0 +1,111 @@
+// Command virtstation-bridge serves VM consoles, VNC displays and SSH to
+// browsers and CLIs over WebSockets (see package bridge).
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/virtstation/virtstation/bridge"
+)
+
+// readHeaderTimeout bounds a request's headers; WebSocket sessions then
+// live on their own deadlines.
+const readHeaderTimeout = 10 * time.Second
+
+// shutdownGrace lets sessions send their close frames on SIGTERM.
+const shutdownGrace = 5 * time.Second
+
+func main() {
+	var (
+		listen   string
+		certDir  string
+		ns       string
+		replica  string
+		origins  string
+		lease    time.Duration
+		opts     bridge.Options
+		hostname = os.Getenv("POD_NAME")
+	)
+	if hostname == "" {
+		hostname, _ = os.Hostname()
+	}
+	flag.StringVar(&listen, "listen-address", ":8443", "address the bridge serves on")
+	flag.StringVar(&certDir, "cert-dir", "", "directory with tls.crt and tls.key, reloaded when they change; empty serves plain HTTP (TLS terminated in front of the bridge)")
+	flag.StringVar(&ns, "namespace", os.Getenv("POD_NAMESPACE"), "the bridge's namespace, where session Leases and SSH host-key pins live (default: $POD_NAMESPACE)")
+	flag.StringVar(&replica, "replica", hostname, "this replica's name in session Leases (default: $POD_NAME or the host name)")
+	flag.StringVar(&origins, "allowed-origins", "", "comma-separated web origins besides the bridge's own that may open sessions (\"*\" for any)")
+	flag.DurationVar(&lease, "lease-duration", 15*time.Second, "how long a crashed replica's sessions stay held")
+	flag.DurationVar(&opts.IdleTimeout, "idle-timeout", bridge.DefaultIdleTimeout, "close a session after this long without user input")
+	flag.DurationVar(&opts.PingInterval, "ping-interval", bridge.DefaultPingInterval, "WebSocket ping interval")
+	flag.IntVar(&opts.SSHPort, "ssh-port", bridge.DefaultSSHPort, "the guests' SSH port")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("bridge")
+	if ns == "" {
+		log.Error(nil, "set --namespace or POD_NAMESPACE to the bridge's namespace")
+		os.Exit(1)
+	}
+	if origins != "" {
+		opts.AllowedOrigins = strings.Split(origins, ",")
+	}
+
+	ctx := ctrl.SetupSignalHandler()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := bridge.NewFromConfig(ctx, ctrl.GetConfigOrDie(), bridge.Config{
+		Namespace: ns, Replica: replica, LeaseDuration: lease, Options: opts,
+		Log: log, Registerer: reg, Gatherer: reg,
+	})
+	if err != nil {
+		log.Error(err, "start the bridge")
+		os.Exit(1)
+	}
+	if err := serve(ctx, listen, certDir, srv); err != nil {
+		log.Error(err, "serve")
+		os.Exit(1)
+	}
+}
+
+// serve runs the HTTP server until ctx ends, with TLS from certDir when set.
+func serve(ctx context.Context, listen, certDir string, h http.Handler) error {
+	hs := &http.Server{Addr: listen, Handler: h, ReadHeaderTimeout: readHeaderTimeout}
+	errc := make(chan error, 2)
+	if certDir != "" {
+		cw, err := certwatcher.New(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
+		if err != nil {
+			return err
+		}
+		go func() { errc <- cw.Start(ctx) }()
+		hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cw.GetCertificate}
+		go func() { errc <- hs.ListenAndServeTLS("", "") }()
+	} else {
+		go func() { errc <- hs.ListenAndServe() }()
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
