@@ -49,7 +49,8 @@ generate: manifests crds
 verify-generated: $(CONTROLLER_GEN)
 	hack/verify-generated.sh
 
-## test-deps: the Debian packages the tests use for real (cloud-init, fdisk).
+## test-deps: the Debian packages the tests use for real (cloud-init, fdisk,
+## qemu-system-x86, openssh-server).
 test-deps:
 	@hack/install-test-deps.sh
 
@@ -57,9 +58,10 @@ test-deps:
 test: test-deps envtest-bins verify-generated vet check-format policy-test
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) test $(TEST_FLAGS) ./...
 
-## unit: tests that need no control plane.
+## unit: the package tests, without the integration suites in test/ (the
+## bridge packages start a bare control plane for their API tests).
 unit:
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/envtest)
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /test/)
 
 ## bench: benchmarks with their peers, side by side (see docs/benchmarks.md).
 bench:
@@ -78,6 +80,12 @@ fuzz:
 	$(GO) test ./sshkeys -run '^$$' -fuzz FuzzCollect -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./claims -run '^$$' -fuzz FuzzRead -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./webhooks/validate -run '^$$' -fuzz FuzzBuildInput -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./bridge/auth -run '^$$' -fuzz FuzzTokenFrom -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./bridge/session -run '^$$' -fuzz FuzzParseHolder -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./bridge/session -run '^$$' -fuzz FuzzLeaseName -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./bridge/sshbridge -run '^$$' -fuzz FuzzParseHello -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./bridge/sshbridge -run '^$$' -fuzz FuzzParseControl -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./test/virthandler -run '^$$' -fuzz FuzzDecodeRestartOptions -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 
 check-format:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

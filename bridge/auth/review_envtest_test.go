@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,18 +20,35 @@ import (
 	"github.com/virtstation/virtstation/test/envtest"
 )
 
-var kube kubernetes.Interface
+var (
+	cpOnce sync.Once
+	cp     *envtest.ControlPlane
+	cpErr  error
+	kube   kubernetes.Interface
+)
 
 func TestMain(m *testing.M) {
-	cp, err := envtest.StartControlPlane()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	kube = kubernetes.NewForConfigOrDie(cp.Config)
 	code := m.Run()
-	_ = cp.Stop()
+	if cp != nil {
+		if err := cp.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop control plane:", err)
+		}
+	}
 	os.Exit(code)
+}
+
+// startControlPlane starts it on first use, so unit tests and fuzzing run
+// without one.
+func startControlPlane(t *testing.T) {
+	t.Helper()
+	cpOnce.Do(func() {
+		if cp, cpErr = envtest.StartControlPlane(); cpErr == nil {
+			kube = kubernetes.NewForConfigOrDie(cp.Config)
+		}
+	})
+	if cpErr != nil {
+		t.Fatal(cpErr)
+	}
 }
 
 // serviceAccountToken creates a ServiceAccount and returns a token for it,
@@ -50,6 +68,7 @@ func serviceAccountToken(t *testing.T, ns, name string) string {
 }
 
 func TestAuthenticateAndAuthorizeAgainstTheAPIServer(t *testing.T) {
+	startControlPlane(t)
 	ctx := context.Background()
 	token := serviceAccountToken(t, "team-a", "alice")
 	authn := auth.NewAuthenticator(kube.AuthenticationV1().TokenReviews(), nil)

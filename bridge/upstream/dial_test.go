@@ -1,0 +1,76 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gorilla/websocket"
+	"k8s.io/client-go/rest"
+)
+
+func TestDialRereadsTheTokenFileAndAsksForPreserveSession(t *testing.T) {
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Header.Get("Authorization")+" "+r.URL.RawQuery)
+		c, err := (&websocket.Upgrader{Subprotocols: []string{Subprotocol}}).Upgrade(w, r, nil)
+		if err == nil {
+			_ = c.Close()
+		}
+	}))
+	defer srv.Close()
+	file := filepath.Join(t.TempDir(), "token")
+	d, err := NewDialer(&rest.Config{Host: srv.URL, BearerTokenFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{"first", "rotated"} {
+		if err := os.WriteFile(file, []byte(tok+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := d.Dial(context.Background(), "ns", "vm", VNC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Subprotocol() != Subprotocol {
+			t.Errorf("subprotocol %q", c.Subprotocol())
+		}
+		_ = c.Close()
+	}
+	if len(seen) != 2 || seen[0] != "Bearer first preserveSession=true" || seen[1] != "Bearer rotated preserveSession=true" {
+		t.Fatalf("requests = %q", seen)
+	}
+}
+
+func TestFailedHandshakesAreClassified(t *testing.T) {
+	cases := map[string]struct {
+		status int
+		want   error
+	}{
+		"busy":      {http.StatusServiceUnavailable, ErrBusy},
+		"not found": {http.StatusNotFound, ErrNotFound},
+		"forbidden": {http.StatusForbidden, ErrForbidden},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				http.Error(w, "no", tc.status)
+			}))
+			defer srv.Close()
+			d, err := NewDialer(&rest.Config{Host: srv.URL, BearerToken: "t"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.Dial(context.Background(), "ns", "vm", Console); !errors.Is(err, tc.want) {
+				t.Fatalf("Dial err = %v, want %v", err, tc.want)
+			}
+			if err := d.Restart(context.Background(), "ns", "vm"); !errors.Is(err, tc.want) {
+				t.Fatalf("Restart err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
