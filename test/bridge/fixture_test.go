@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -9,17 +8,13 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/bridge/auth"
@@ -28,41 +23,6 @@ import (
 
 // ioTimeout bounds one read in a test.
 const ioTimeout = 15 * time.Second
-
-// applyYAML creates every object of a multi-document manifest.
-func applyYAML(ctx context.Context, path, _ string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if err := admin.Create(ctx, u); err != nil {
-			return err
-		}
-	}
-}
-
-// bindWorkstationUser binds the shipped workstation-user ClusterRole to a
-// ServiceAccount in ns.
-func bindWorkstationUser(ctx context.Context, ns, sa string) error {
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "workstation-user-" + sa},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "virtstation-workstation-user"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}},
-	}
-	_, err := kube.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{})
-	return err
-}
 
 // createVMs makes the VMs the tests open:
 //

@@ -15,23 +15,20 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
-	authnv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/virtstation/virtstation/bridge"
+	"github.com/virtstation/virtstation/test/bridgestack"
 	"github.com/virtstation/virtstation/test/envtest"
-	"github.com/virtstation/virtstation/test/qemu"
 	"github.com/virtstation/virtstation/test/sshd"
 	"github.com/virtstation/virtstation/test/virthandler"
 )
 
 const (
-	bridgeNS = "virtstation-system"
+	bridgeNS = bridgestack.Namespace
 	userNS   = "team-a"
 	// leaseDuration is short so a lost replica's slots free quickly.
 	leaseDuration = 3 * time.Second
@@ -43,6 +40,7 @@ var (
 	kube     kubernetes.Interface
 	admin    client.Client
 	handler  *virthandler.Server
+	stack    *bridgestack.Stack
 	sshd1    *sshd.Server
 	bridgeSA *rest.Config
 	logs     = &logBuffer{}
@@ -84,35 +82,18 @@ func run(m *testing.M) (code int, err error) {
 		return 0, err
 	}
 
-	dir, err := os.MkdirTemp("", "virtstation-bridge-test-")
-	if err != nil {
+	if stack, err = bridgestack.Start(ctx, cp.Config, cp.FrontProxy, root); err != nil {
 		return 0, err
 	}
-	defer func() { err = errors.Join(err, os.RemoveAll(dir)) }()
-	vm, err := qemu.Start(ctx, dir)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { err = errors.Join(err, vm.Stop()) }()
-	handler, err = virthandler.Start(ctx, virthandler.Options{
-		FrontProxyCA: cp.FrontProxy.CA,
-		AllowedNames: []string{envtest.FrontProxyClientName},
-		DNSNames:     []string{envtest.SubresourceServerName},
-	})
-	if err != nil {
-		return 0, err
-	}
-	defer func() { err = errors.Join(err, handler.Close()) }()
-	handler.Register(userNS, "ws1", virthandler.Target{Console: vm.SerialSocket, VNC: vm.VNCSocket})
-	if err := envtest.RegisterSubresourceAPI(ctx, cp.Config, handler.Port(), handler.CABundle()); err != nil {
-		return 0, err
-	}
+	defer func() { err = errors.Join(err, stack.Stop()) }()
+	handler = stack.VirtAPI
+	stack.Attach(userNS, "ws1")
 	if sshd1, err = sshd.Start(ctx, sshd.Options{}); err != nil {
 		return 0, err
 	}
 	defer func() { err = errors.Join(err, sshd1.Stop()) }()
 
-	if err := setUpCluster(ctx, root, dir); err != nil {
+	if err := setUpCluster(ctx); err != nil {
 		return 0, err
 	}
 	if replicaA, err = startReplica(ctx, "replica-a", bridge.Options{}); err != nil {
@@ -145,39 +126,18 @@ func secretsIn(text string) []string {
 	return leaked
 }
 
-// setUpCluster makes the namespaces, the bridge's ServiceAccount with the
-// shipped RBAC and a token file, the users, and the VMs.
-func setUpCluster(ctx context.Context, root, dir string) error {
-	for _, ns := range []string{bridgeNS, userNS} {
-		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-	}
-	if err := applyYAML(ctx, filepath.Join(root, "config", "rbac", "bridge_role.yaml"), ""); err != nil {
-		return err
-	}
-	if err := applyYAML(ctx, filepath.Join(root, "config", "rbac", "workstation_user_role.yaml"), ""); err != nil {
-		return err
-	}
-	tok, err := serviceAccountToken(ctx, bridgeNS, "virtstation-bridge")
-	if err != nil {
-		return err
-	}
-	tokenFile := filepath.Join(dir, "bridge-token")
-	if err := os.WriteFile(tokenFile, []byte(tok), 0o600); err != nil {
-		return err
-	}
-	bridgeSA = &rest.Config{Host: cp.Config.Host, BearerTokenFile: tokenFile,
-		TLSClientConfig: rest.TLSClientConfig{CAData: cp.Config.CAData}}
-
+// setUpCluster makes the users and the VMs.
+func setUpCluster(ctx context.Context) error {
+	bridgeSA = stack.BridgeConfig
 	// alice and bob use workstations in team-a; eve has no role.
+	var err error
 	for _, u := range []string{"alice", "bob", "eve"} {
-		if tokens[u], err = serviceAccountToken(ctx, userNS, u); err != nil {
+		if tokens[u], err = stack.Token(ctx, userNS, u); err != nil {
 			return err
 		}
 	}
 	for _, u := range []string{"alice", "bob"} {
-		if err := bindWorkstationUser(ctx, userNS, u); err != nil {
+		if err := stack.BindWorkstationUser(ctx, userNS, u); err != nil {
 			return err
 		}
 	}
@@ -196,19 +156,6 @@ func startReplica(ctx context.Context, name string, opts bridge.Options) (*httpt
 		return nil, err
 	}
 	return httptest.NewServer(srv), nil
-}
-
-// serviceAccountToken creates a ServiceAccount and a token for it, as
-// `kubectl create token` does.
-func serviceAccountToken(ctx context.Context, ns, name string) (string, error) {
-	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		return "", err
-	}
-	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		return "", err
-	}
-	return tr.Status.Token, nil
 }
 
 // logBuffer collects the bridge's log lines, to prove no secret is logged.
