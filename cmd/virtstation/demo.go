@@ -37,7 +37,8 @@ func runDemo(ctx context.Context, args []string, s streams) int {
 	fs.SetOutput(s.err)
 	dir := fs.String("f", "examples", "directory of manifests to apply, in file-name order")
 	kubeconfig := fs.String("kubeconfig", filepath.Join(os.TempDir(), "virtstation-demo", "kubeconfig"), "where to write a kubeconfig for the demo control plane")
-	verbose := fs.Bool("v", false, "show the webhook server's logs")
+	verbose := fs.Bool("v", false, "show the webhook server's and the bridge's logs")
+	bridgeAddr := fs.String("bridge-address", "127.0.0.1:8090", "where the demo's bridge listens")
 	if err := fs.Parse(args); err != nil {
 		return exitBadInput
 	}
@@ -72,6 +73,19 @@ func runDemo(ctx context.Context, args []string, s streams) int {
 	if err := applyAndShow(ctx, env, objs, s.out); err != nil {
 		fmt.Fprintf(s.err, "demo: %v\n", err)
 		return exitFailure
+	}
+	tokenPath := filepath.Join(filepath.Dir(*kubeconfig), demoUser+".token")
+	stopBridge, err := demoBridge(ctx, env, *bridgeAddr, tokenPath, s.out)
+	if err != nil {
+		fmt.Fprintf(s.err, "demo: bridge: %v\n", err)
+		return exitFailure
+	}
+	if stopBridge != nil {
+		defer func() {
+			if err := stopBridge(); err != nil {
+				fmt.Fprintf(s.err, "demo: stop the bridge: %v\n", err)
+			}
+		}()
 	}
 	if os.Getenv("DEMO_EXIT") == "1" {
 		return exitOK

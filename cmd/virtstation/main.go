@@ -43,7 +43,7 @@ type command struct {
 
 var commands = map[string]command{
 	"render": {"print VirtualMachines as the webhooks would admit them (offline)", runRender},
-	"demo":   {"run the webhooks on a local control plane and apply examples", runDemo},
+	"demo":   {"run the webhooks and the bridge on a local control plane and apply examples", runDemo},
 	"policy": {"run the shipped Rego policy tests and those in a directory (policy test [DIR])", runPolicy},
 }
 

@@ -46,8 +46,12 @@ type Env struct {
 	Manager ctrl.Manager
 	// RepoRoot is the repository the CRDs and manifests were read from.
 	RepoRoot string
+	// FrontProxy is the aggregation layer's PKI: aggregated APIs such as
+	// the stand-in virt-api can be registered (RegisterSubresourceAPI).
+	FrontProxy *FrontProxy
 
 	env    *crenvtest.Environment
+	tmpDir string
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -71,18 +75,23 @@ func Start(ctx context.Context) (*Env, error) {
 			Paths: []string{filepath.Join(root, "config", "webhook")},
 		},
 	}
+	e := &Env{RepoRoot: root, env: te, done: make(chan error, 1)}
+	if e.tmpDir, err = os.MkdirTemp("", "virtstation-envtest-"); err != nil {
+		return nil, err
+	}
+	if e.FrontProxy, err = ConfigureAggregation(te, e.tmpDir); err != nil {
+		return nil, errors.Join(err, os.RemoveAll(e.tmpDir))
+	}
 	cfg, err := te.Start()
 	if err != nil {
-		return nil, fmt.Errorf("start control plane: %w", err)
+		return nil, errors.Join(fmt.Errorf("start control plane: %w", err), os.RemoveAll(e.tmpDir))
 	}
-	e := &Env{Config: cfg, RepoRoot: root, env: te, done: make(chan error, 1)}
+	e.Config = cfg
 	if err := createNamespace(ctx, cfg, InstallNamespace); err != nil {
-		_ = te.Stop()
-		return nil, err
+		return nil, errors.Join(err, te.Stop(), os.RemoveAll(e.tmpDir))
 	}
 	if err := e.startManager(ctx); err != nil {
-		_ = te.Stop()
-		return nil, err
+		return nil, errors.Join(err, te.Stop(), os.RemoveAll(e.tmpDir))
 	}
 	return e, nil
 }
@@ -137,7 +146,7 @@ func (e *Env) Stop() error {
 		e.cancel()
 		mgrErr = <-e.done
 	}
-	return errors.Join(mgrErr, e.env.Stop())
+	return errors.Join(mgrErr, e.env.Stop(), os.RemoveAll(e.tmpDir))
 }
 
 // waitForTLS dials addr until a TLS handshake succeeds.
