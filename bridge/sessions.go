@@ -67,7 +67,7 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request) {
 	var held *session.HeldError
 	switch {
 	case errors.As(err, &held):
-		heldProblem(key, held.Holder).write(w)
+		heldProblem(held.Holder).write(w)
 		return
 	case err != nil:
 		s.deps.Log.Error(err, "take over", "key", key.String())

@@ -128,7 +128,7 @@ func (s *Server) acquire(ctx context.Context, key session.Key, user string, take
 	var held *session.HeldError
 	switch {
 	case errors.As(err, &held):
-		return nil, heldProblem(key, held.Holder)
+		return nil, heldProblem(held.Holder)
 	case err != nil:
 		s.deps.Log.Error(err, "acquire session", "key", key.String())
 		return nil, problemf(http.StatusBadGateway, ReasonUpstream, "could not record the session in the cluster; try again")
@@ -136,7 +136,7 @@ func (s *Server) acquire(ctx context.Context, key session.Key, user string, take
 	return sess, nil
 }
 
-func heldProblem(key session.Key, h session.Holder) *Problem {
+func heldProblem(h session.Holder) *Problem {
 	since := h.Since.UTC().Format("15:04:05Z")
 	msg := fmt.Sprintf("held by %s since %s; take over to continue", h.User, since)
 	if h.Reserved {
@@ -145,7 +145,6 @@ func heldProblem(key session.Key, h session.Holder) *Problem {
 	p := problemf(http.StatusConflict, ReasonSessionHeld, "%s", msg)
 	p.Holder = &HolderInfo{User: h.User, Reserved: h.Reserved}
 	p.Holder.Since.Time = h.Since
-	_ = key
 	return p
 }
 
