@@ -86,6 +86,9 @@ fuzz:
 	$(GO) test ./bridge/sshbridge -run '^$$' -fuzz FuzzParseHello -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./bridge/sshbridge -run '^$$' -fuzz FuzzParseControl -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./test/virthandler -run '^$$' -fuzz FuzzDecodeRestartOptions -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./rfb -run '^$$' -fuzz FuzzClientParser -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./rfb -run '^$$' -fuzz FuzzServerHandshake -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./rfb -run '^$$' -fuzz FuzzServerTracker -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 
 check-format:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -1,0 +1,514 @@
+package rfb
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// EventKind says what a server Event reports.
+type EventKind uint8
+
+// The events, in the order a connection produces them.
+const (
+	// EventServerVersion: the server's version line (Version).
+	EventServerVersion EventKind = iota + 1
+	// EventSecurityTypes: the types a 3.7 or 3.8 server offers, or the one
+	// a 3.3 server imposes (SecurityTypes, OK true); or the server's
+	// refusal of the connection (OK false, Reason).
+	EventSecurityTypes
+	// EventVNCAuthChallenge: the 16-byte challenge went by.
+	EventVNCAuthChallenge
+	// EventSecurityResult: OK, or the failure with its Reason (3.8 only).
+	EventSecurityResult
+	// EventServerInit: the framebuffer size, pixel format and name (Init).
+	EventServerInit
+	// EventUpdateStart: a FramebufferUpdate header (Rects is the count it
+	// announces; 65535 may mean "until LastRect").
+	EventUpdateStart
+	// EventRect: one rectangle of the update, complete (Rect).
+	EventRect
+	// EventUpdateEnd: the update's last byte (Rects seen, Bytes in all).
+	EventUpdateEnd
+	// EventMessage: any other server message, complete (Type, Bytes).
+	EventMessage
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventServerVersion:
+		return "ServerVersion"
+	case EventSecurityTypes:
+		return "SecurityTypes"
+	case EventVNCAuthChallenge:
+		return "VNCAuthChallenge"
+	case EventSecurityResult:
+		return "SecurityResult"
+	case EventServerInit:
+		return "ServerInit"
+	case EventUpdateStart:
+		return "UpdateStart"
+	case EventRect:
+		return "Rect"
+	case EventUpdateEnd:
+		return "UpdateEnd"
+	case EventMessage:
+		return "Message"
+	}
+	return fmt.Sprintf("event %d", uint8(k))
+}
+
+// Event is what the ServerTracker reports. Only the fields its Kind names
+// are set.
+type Event struct {
+	Kind          EventKind
+	Version       ProtocolVersion
+	SecurityTypes []SecurityType
+	OK            bool
+	Reason        string
+	Init          ServerInit
+	Rects         int
+	Rect          Rect
+	Type          ServerMessageType
+	Bytes         int64
+}
+
+// ServerInit is the server's initialisation message.
+type ServerInit struct {
+	Width, Height uint16
+	Format        PixelFormat
+	Name          string
+}
+
+// serverInitHead is ServerInit's size before the name.
+const serverInitHead = 24
+
+// TightCompression is the method of a Tight rectangle.
+type TightCompression uint8
+
+// The Tight methods. TightNone marks a rectangle that is not Tight.
+const (
+	TightNone TightCompression = iota
+	TightBasic
+	TightFill
+	TightJPEG
+	TightPNG
+)
+
+func (c TightCompression) String() string {
+	switch c {
+	case TightNone:
+		return "none"
+	case TightBasic:
+		return "basic"
+	case TightFill:
+		return "fill"
+	case TightJPEG:
+		return "jpeg"
+	case TightPNG:
+		return "png"
+	}
+	return fmt.Sprintf("tight compression %d", uint8(c))
+}
+
+// Rect is one rectangle of a FramebufferUpdate.
+type Rect struct {
+	X, Y, Width, Height uint16
+	Encoding            int32
+	// Tight is the compression method of a Tight or TightPNG rectangle.
+	Tight TightCompression
+	// Bytes is the rectangle's size on the wire, 12-byte header included.
+	Bytes int64
+}
+
+// rectHead is a rectangle header's size.
+const rectHead = 12
+
+// serverStep is what the tracker collects or skips next.
+type serverStep uint8
+
+const (
+	sVersion serverStep = iota
+	sSecurityWait
+	sSecurity33
+	sSecurityCount
+	sSecurityList
+	sReasonLen
+	sReason
+	sChoiceWait
+	sChallenge
+	sResult
+	sInitHead
+	sInitName
+	sClosed
+	sMsgType
+	sMsgEnd
+	sColourMap
+	sCutText
+	sFence
+	sQEMUSub
+	sQEMUAudioOp
+	sQEMUAudioLen
+	sUpdateHead
+	sRectHead
+	sRectEnd
+	sLengthThenSkip // a U32 length, then that many bytes
+	sCountThenSkip  // a count, then count*t.unit bytes (RRE, CoRRE, ExtendedDesktopSize)
+	sAlphaCursor
+	sWMVi
+	sHextileTile
+	sHextileSub
+	sHextileNext
+	sTightCtl
+	sTightFilter
+	sTightPalette
+	sTightData
+	sTightLen
+)
+
+// errBlocked: the step needs a fact the client side has not recorded yet.
+var errBlocked = errors.New("blocked")
+
+// ServerTracker follows the server-to-client direction without changing
+// it: it parses the server's half of the handshake, then frames every
+// server message so the bridge knows where each FramebufferUpdate starts
+// and ends (to time request-to-update latency and count updates), without
+// decoding or storing pixel data.
+//
+// It cannot frame everything a server may send (an encoding it does not
+// know, a nested cursor encoding other than Raw). It then returns an
+// error and stops; the bridge must keep passing the bytes through and only
+// stop measuring. Server-side trouble never justifies closing a session.
+//
+// A ServerTracker is not safe for concurrent use; its Session is shared
+// with the connection's ClientParser.
+type ServerTracker struct {
+	s     *Session
+	st    serverStep
+	need  int    // bytes to collect into buf before running st
+	buf   []byte // collected bytes; backed by hdr when need <= maxHeader
+	hdr   [maxHeader]byte
+	skip  int64 // bytes to pass over before running st
+	err   error
+	phase Phase
+	emit  func(Event)
+
+	reasonResult bool // the reason being read ends the security result, not the type list
+
+	msgType  ServerMessageType
+	msgBytes int64 // bytes of the current message (or handshake) so far
+
+	pf        PixelFormat // for the current update
+	init      ServerInit
+	rectsLeft int
+	rectsSeen int
+	lastRect  bool
+	rect      Rect
+	rectStart int64
+	unit      int64 // bytes per counted item for sCountThenSkip
+
+	tileX, tileY int // the current Hextile tile, relative to the rectangle
+	hexMask      byte
+	hexFixed     int
+	tightData    int64 // Tight pixel data size after filtering
+}
+
+// NewServerTracker returns a tracker for a connection's server direction.
+// Pass the Session given to the connection's ClientParser; nil makes a
+// fresh one, for tests that feed only server bytes (the handshake then
+// blocks where it needs the client's choices).
+func NewServerTracker(s *Session) *ServerTracker {
+	if s == nil {
+		s = NewSession()
+	}
+	t := &ServerTracker{s: s}
+	t.collect(protocolVersionLen, sVersion)
+	return t
+}
+
+// Session returns the state this tracker shares with its ClientParser.
+func (t *ServerTracker) Session() *Session { return t.s }
+
+// Phase reports where the tracker is.
+func (t *ServerTracker) Phase() Phase { return t.phase }
+
+// Feed follows b and calls emit (if not nil) for each event, in order.
+// It returns an error (wrapping ErrProtocol) when the server's bytes break
+// the protocol or cannot be framed; after that it is done and returns the
+// same error again.
+func (t *ServerTracker) Feed(b []byte, emit func(Event)) error {
+	if t.err != nil {
+		return t.err
+	}
+	t.emit = emit
+	defer func() { t.emit = nil }()
+	for {
+		if t.skip > 0 {
+			if len(b) == 0 {
+				return nil
+			}
+			n := int(min(t.skip, int64(len(b))))
+			t.skip -= int64(n)
+			t.msgBytes += int64(n)
+			b = b[n:]
+			continue
+		}
+		if len(t.buf) < t.need {
+			if len(b) == 0 {
+				return nil
+			}
+			k := min(t.need-len(t.buf), len(b))
+			t.grow(k)
+			t.buf = append(t.buf, b[:k]...)
+			t.msgBytes += int64(k)
+			b = b[k:]
+			continue
+		}
+		err := t.step()
+		if errors.Is(err, errBlocked) {
+			if len(b) == 0 {
+				return nil
+			}
+			err = t.outOfOrder()
+		}
+		if err != nil {
+			t.err, t.phase = err, PhaseFailed
+			return err
+		}
+	}
+}
+
+// grow makes room for k more collected bytes, never past need.
+func (t *ServerTracker) grow(k int) {
+	if len(t.buf)+k <= cap(t.buf) {
+		return
+	}
+	c := max(2*cap(t.buf), len(t.buf)+k, 64)
+	nb := make([]byte, len(t.buf), min(c, t.need))
+	copy(nb, t.buf)
+	t.buf = nb
+}
+
+// collect makes the tracker gather n bytes, then run next.
+func (t *ServerTracker) collect(n int, next serverStep) {
+	t.st, t.need = next, n
+	if n <= maxHeader {
+		t.buf = t.hdr[:0]
+	} else {
+		t.buf = nil
+	}
+}
+
+// skipThen makes the tracker pass over n bytes, then run next.
+func (t *ServerTracker) skipThen(n int64, next serverStep) {
+	t.collect(0, next)
+	t.skip = n
+}
+
+func (t *ServerTracker) send(ev Event) {
+	if t.emit != nil {
+		t.emit(ev)
+	}
+}
+
+func (t *ServerTracker) outOfOrder() error {
+	if t.st == sSecurityWait {
+		return protoErr("security", "the server sent security data before the client's version line")
+	}
+	return protoErr("security", "the server sent data before the client chose a security type")
+}
+
+// step runs st on the collected bytes.
+func (t *ServerTracker) step() error {
+	if t.st >= sUpdateHead {
+		return t.stepUpdate()
+	}
+	be := binary.BigEndian
+	b := t.buf
+	switch t.st {
+	case sVersion:
+		v, err := parseProtocolVersion(b)
+		if err != nil {
+			return err
+		}
+		t.s.setServerVersion(v)
+		t.send(Event{Kind: EventServerVersion, Version: v})
+		t.collect(0, sSecurityWait)
+	case sSecurityWait:
+		switch t.s.Version() {
+		case VersionUnknown:
+			return errBlocked
+		case Version33:
+			t.collect(4, sSecurity33)
+		default:
+			t.collect(1, sSecurityCount)
+		}
+	case sSecurity33:
+		switch v := be.Uint32(b); v {
+		case uint32(SecurityInvalid):
+			t.s.setSecurity(SecurityInvalid)
+			t.reasonResult = false
+			t.collect(4, sReasonLen)
+		case uint32(SecurityNone), uint32(SecurityVNCAuth):
+			st := SecurityType(v)
+			t.s.setSecurity(st)
+			t.send(Event{Kind: EventSecurityTypes, SecurityTypes: []SecurityType{st}, OK: true})
+			return t.afterSecurity(st)
+		default:
+			return protoErr("security", "a 3.3 server chose security type %d; only 0, 1 and 2 exist in 3.3", v)
+		}
+	case sSecurityCount:
+		if b[0] == 0 {
+			t.s.setSecurity(SecurityInvalid)
+			t.reasonResult = false
+			t.collect(4, sReasonLen)
+			return nil
+		}
+		t.collect(int(b[0]), sSecurityList)
+	case sSecurityList:
+		types := make([]SecurityType, len(b))
+		for i, c := range b {
+			types[i] = SecurityType(c)
+		}
+		t.send(Event{Kind: EventSecurityTypes, SecurityTypes: types, OK: true})
+		t.collect(0, sChoiceWait)
+	case sChoiceWait:
+		st, known := t.s.SecurityType()
+		if !known {
+			return errBlocked
+		}
+		return t.afterSecurity(st)
+	case sReasonLen:
+		n := be.Uint32(b)
+		if n > MaxReasonLength {
+			return &LimitError{Message: "security failure", Field: "reason-length", Value: int64(n), Cap: "MaxReasonLength", Limit: MaxReasonLength}
+		}
+		t.collect(int(n), sReason)
+	case sReason:
+		kind := EventSecurityTypes
+		if t.reasonResult {
+			kind = EventSecurityResult
+		}
+		t.send(Event{Kind: kind, Reason: string(b)})
+		t.close()
+	case sChallenge:
+		t.send(Event{Kind: EventVNCAuthChallenge})
+		t.collect(4, sResult)
+	case sResult:
+		if be.Uint32(b) == 0 {
+			t.send(Event{Kind: EventSecurityResult, OK: true})
+			t.collect(serverInitHead, sInitHead)
+			return nil
+		}
+		if t.s.Version() == Version38 {
+			t.reasonResult = true
+			t.collect(4, sReasonLen)
+			return nil
+		}
+		t.send(Event{Kind: EventSecurityResult})
+		t.close()
+	case sInitHead:
+		t.init = ServerInit{Width: be.Uint16(b), Height: be.Uint16(b[2:]), Format: parsePixelFormat(b[4:])}
+		if !t.init.Format.valid() {
+			return protoErr("ServerInit", "bits-per-pixel %d is not 8, 16 or 32", t.init.Format.BitsPerPixel)
+		}
+		n := be.Uint32(b[20:])
+		if n > MaxDesktopNameLength {
+			return &LimitError{Message: "ServerInit", Field: "name-length", Value: int64(n), Cap: "MaxDesktopNameLength", Limit: MaxDesktopNameLength}
+		}
+		t.collect(int(n), sInitName)
+	case sInitName:
+		t.init.Name = string(b)
+		t.s.setServerInit(t.init.Width, t.init.Height, t.init.Format)
+		t.pf = t.init.Format
+		t.phase = PhaseNormal
+		t.send(Event{Kind: EventServerInit, Init: t.init})
+		t.nextMessage()
+	case sClosed:
+		return protoErr("handshake", "the server sent data after ending the handshake with a failure")
+	case sMsgType:
+		return t.messageType(b[0])
+	case sMsgEnd:
+		t.send(Event{Kind: EventMessage, Type: t.msgType, Bytes: t.msgBytes})
+		t.nextMessage()
+	case sColourMap:
+		t.skipThen(6*int64(be.Uint16(b[3:])), sMsgEnd)
+	case sCutText:
+		l := int64(int32(be.Uint32(b[3:])))
+		t.skipThen(max(l, -l), sMsgEnd)
+	case sFence:
+		if b[7] > MaxFencePayload {
+			return &LimitError{Message: "ServerFence", Field: "length", Value: int64(b[7]), Cap: "MaxFencePayload", Limit: MaxFencePayload}
+		}
+		t.skipThen(int64(b[7]), sMsgEnd)
+	case sQEMUSub:
+		if b[0] != qemuAudioSubtype {
+			return protoErr("QEMU server message", "unknown submessage type %d", b[0])
+		}
+		t.collect(2, sQEMUAudioOp)
+	case sQEMUAudioOp:
+		switch op := be.Uint16(b); op {
+		case 0, 1: // end, begin
+			t.collect(0, sMsgEnd)
+		case 2: // data
+			t.collect(4, sQEMUAudioLen)
+		default:
+			return protoErr("QEMU audio server message", "unknown operation %d", op)
+		}
+	case sQEMUAudioLen:
+		t.skipThen(int64(be.Uint32(b)), sMsgEnd)
+	}
+	return nil
+}
+
+// afterSecurity goes on from the security type in use.
+func (t *ServerTracker) afterSecurity(st SecurityType) error {
+	switch st {
+	case SecurityVNCAuth:
+		t.collect(vncAuthLen, sChallenge)
+	case SecurityNone:
+		if t.s.Version() == Version38 {
+			t.collect(4, sResult)
+		} else {
+			t.collect(serverInitHead, sInitHead)
+		}
+	default:
+		return protoErr("security", "%s is in use, which the tracker cannot follow", st)
+	}
+	return nil
+}
+
+// close ends a handshake the server failed: it closes the connection next.
+func (t *ServerTracker) close() {
+	t.phase = PhaseClosed
+	t.collect(1, sClosed)
+}
+
+func (t *ServerTracker) nextMessage() {
+	t.msgBytes = 0
+	t.collect(1, sMsgType)
+}
+
+// messageType dispatches on a server message's first byte.
+func (t *ServerTracker) messageType(c byte) error {
+	t.msgType = ServerMessageType(c)
+	switch t.msgType {
+	case MsgFramebufferUpdate:
+		t.collect(3, sUpdateHead)
+	case MsgSetColourMapEntries:
+		t.collect(5, sColourMap)
+	case MsgBell, MsgEndOfContinuousUpdates:
+		t.collect(0, sMsgEnd)
+	case MsgServerCutText:
+		t.collect(7, sCutText)
+	case MsgServerFence:
+		t.collect(8, sFence)
+	case MsgServerXVP:
+		t.collect(3, sMsgEnd)
+	case MsgServerQEMU:
+		t.collect(1, sQEMUSub)
+	default:
+		return protoErr(t.msgType.String(), "unknown server message type; the stream cannot be framed past it")
+	}
+	return nil
+}
