@@ -2,8 +2,12 @@ package bridge
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/virtstation/virtstation/bridge/relay"
+	"github.com/virtstation/virtstation/bridge/vnc"
 )
 
 // metrics are the bridge's Prometheus series; see docs in the README.
@@ -12,6 +16,11 @@ type metrics struct {
 	active   *prometheus.GaugeVec   // by mode
 	endings  *prometheus.CounterVec // by mode and close code
 	bytes    *prometheus.CounterVec // by mode and direction
+	// VNC, per session (one per VM) and in total.
+	vncLatency *prometheus.HistogramVec // in total
+	vncUpdates *prometheus.CounterVec   // by namespace and name
+	vncTier    *prometheus.GaugeVec     // by namespace and name
+	vncBytes   *prometheus.CounterVec   // by namespace, name and direction
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -33,9 +42,74 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Bytes relayed by mode and direction (to_vm, to_client).",
 		}, []string{"mode", "direction"}),
 	}
-	reg.MustRegister(m.requests, m.active, m.endings, m.bytes)
+	m.vncLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "virtstation_bridge_vnc_update_seconds",
+		Help:    "Time from a FramebufferUpdate's first byte leaving KubeVirt to its last byte accepted by the client's link.",
+		Buckets: prometheus.ExponentialBuckets(0.002, 2, 12), // 2 ms to 4 s
+	}, nil)
+	m.vncUpdates = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "virtstation_bridge_vnc_updates_total",
+		Help: "FramebufferUpdates delivered, by the VM of the (single) VNC session; removed when the session ends.",
+	}, []string{"namespace", "name"})
+	m.vncTier = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "virtstation_bridge_vnc_tier",
+		Help: "The adaptive controller's tier of the VM's VNC session: 0 good, 1 fair, 2 poor.",
+	}, []string{"namespace", "name"})
+	m.vncBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "virtstation_bridge_vnc_bytes_total",
+		Help: "Bytes of the VM's VNC session by direction (to_vm, to_client); removed when the session ends.",
+	}, []string{"namespace", "name", "direction"})
+	reg.MustRegister(m.requests, m.active, m.endings, m.bytes, m.vncLatency, m.vncUpdates, m.vncTier, m.vncBytes)
 	return m
 }
+
+// vncSession is one VNC session's series; end removes them.
+type vncSession struct {
+	m               *metrics
+	namespace, name string
+	latency         prometheus.Observer
+	updates         prometheus.Counter
+	tier            prometheus.Gauge
+	toVM, toClient  prometheus.Counter
+}
+
+func (m *metrics) vncSession(namespace, name string) *vncSession {
+	return &vncSession{
+		m: m, namespace: namespace, name: name,
+		latency:  m.vncLatency.WithLabelValues(),
+		updates:  m.vncUpdates.WithLabelValues(namespace, name),
+		tier:     m.vncTier.WithLabelValues(namespace, name),
+		toVM:     m.vncBytes.WithLabelValues(namespace, name, "to_vm"),
+		toClient: m.vncBytes.WithLabelValues(namespace, name, "to_client"),
+	}
+}
+
+// Update implements vnc.Observer.
+func (v *vncSession) Update(latency time.Duration) {
+	v.latency.Observe(latency.Seconds())
+	v.updates.Inc()
+}
+
+// Tier implements vnc.Observer.
+func (v *vncSession) Tier(t vnc.Tier) { v.tier.Set(float64(t)) }
+
+// meter counts the session's bytes into its own series and into total.
+func (v *vncSession) meter(total relay.Meter) relay.Meter { return vncMeter{v, total} }
+
+func (v *vncSession) end() {
+	v.m.vncUpdates.DeleteLabelValues(v.namespace, v.name)
+	v.m.vncTier.DeleteLabelValues(v.namespace, v.name)
+	v.m.vncBytes.DeleteLabelValues(v.namespace, v.name, "to_vm")
+	v.m.vncBytes.DeleteLabelValues(v.namespace, v.name, "to_client")
+}
+
+type vncMeter struct {
+	v     *vncSession
+	total relay.Meter
+}
+
+func (m vncMeter) ClientToUpstream(n int) { m.v.toVM.Add(float64(n)); m.total.ClientToUpstream(n) }
+func (m vncMeter) UpstreamToClient(n int) { m.v.toClient.Add(float64(n)); m.total.UpstreamToClient(n) }
 
 func (m *metrics) ended(mode string, code int) {
 	m.endings.WithLabelValues(mode, strconv.Itoa(code)).Inc()

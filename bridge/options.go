@@ -2,8 +2,6 @@ package bridge
 
 import (
 	"time"
-
-	"github.com/virtstation/virtstation/bridge/relay"
 )
 
 // Defaults of Options.
@@ -51,10 +49,12 @@ type Options struct {
 	TakeoverWait   time.Duration
 	// SSHPort is the guest's SSH port.
 	SSHPort int
-	// VNCFilter, when set, makes the client-to-server filter of each VNC
-	// session: the seam for the RFB-aware layer. The default forwards the
-	// bytes untouched and counts every client message as input.
-	VNCFilter func() relay.ClientFilter
+	// VNCAdaptive turns the adaptive quality controller on for VNC sessions
+	// by default; a session overrides it with ?adaptive=true|false.
+	VNCAdaptive bool
+	// VNCLogInterval is how often each VNC session logs its throughput;
+	// zero never.
+	VNCLogInterval time.Duration
 }
 
 func (o Options) withDefaults() Options {

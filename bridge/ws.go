@@ -13,6 +13,7 @@ import (
 	"github.com/virtstation/virtstation/bridge/relay"
 	"github.com/virtstation/virtstation/bridge/session"
 	"github.com/virtstation/virtstation/bridge/upstream"
+	"github.com/virtstation/virtstation/bridge/vnc"
 )
 
 // handshakeTimeout bounds the client's WebSocket handshake.
@@ -84,12 +85,20 @@ func (s *Server) session(m mode, byVM bool) http.HandlerFunc {
 		client := relay.NewWS(conn, relay.WSOptions{ReadLimit: m.readLimit, PingInterval: s.opts.PingInterval, WriteTimeout: s.opts.WriteTimeout})
 
 		filter := relay.ClientFilter(relay.ConsoleFilter)
+		var interceptor relay.Interceptor
+		meter := relay.Meter(s.metrics.meter(m.name))
 		switch m.name {
 		case modeVNC.name:
 			filter = nil
-			if s.opts.VNCFilter != nil {
-				filter = s.opts.VNCFilter()
-			}
+			vm := s.metrics.vncSession(ns, name)
+			defer vm.end()
+			meter = vm.meter(meter)
+			interceptor = vnc.NewProxy(vnc.Options{
+				Adaptive:    adaptive(r, s.opts.VNCAdaptive),
+				Observer:    vm,
+				Log:         log,
+				LogInterval: s.opts.VNCLogInterval,
+			})
 		case modeSSH.name:
 			var end *relay.Ending
 			up, filter, end = s.openSSH(r.Context(), client, tgt, log)
@@ -105,15 +114,28 @@ func (s *Server) session(m mode, byVM bool) http.HandlerFunc {
 		end := relay.Relay(s.ctx, client, up, relay.Options{
 			IdleTimeout:  s.opts.IdleTimeout,
 			Filter:       filter,
+			Interceptor:  interceptor,
 			Lost:         sess.Lost(),
 			LostEnding:   func() relay.Ending { return lostEnding(sess.LostReason()) },
-			Meter:        s.metrics.meter(m.name),
+			Meter:        meter,
 			UpstreamName: m.upstreamName,
 		})
 		s.metrics.active.WithLabelValues(m.name).Dec()
 		s.metrics.ended(m.name, end.Code)
 		log.Info("session ended", "code", end.Code, "reason", end.Reason)
 	}
+}
+
+// adaptive is the session's choice of the adaptive VNC controller: the
+// query parameter, else the deployment's default.
+func adaptive(r *http.Request, def bool) bool {
+	switch r.URL.Query().Get("adaptive") {
+	case "true", "1", "on":
+		return true
+	case "false", "0", "off":
+		return false
+	}
+	return def
 }
 
 // acquire takes the session slot, or explains who holds it.

@@ -32,6 +32,9 @@ const (
 	// CodeClientTooSlow: the client did not accept data within the write
 	// timeout.
 	CodeClientTooSlow = websocket.ClosePolicyViolation
+	// CodeProtocolError: the client broke the protocol (an unknown or
+	// oversized RFB message); the reason says which.
+	CodeProtocolError = websocket.CloseProtocolError
 	// CodeNormal: the other side left.
 	CodeNormal = websocket.CloseNormalClosure
 )

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,12 +30,34 @@ type Meter interface {
 	UpstreamToClient(n int)
 }
 
+// Interceptor is a protocol-aware layer between the client and upstream
+// (the RFB-aware VNC path). Relay calls Client and Delivered from its two
+// pump goroutines; send may be called from any goroutine.
+type Interceptor interface {
+	// Start is called once before any message, with send, which writes a
+	// message of the interceptor's own upstream (a paced request, a
+	// repaint), serialized with the forwarded client messages.
+	Start(send func(p []byte) error)
+	// Client handles a client message, as a ClientFilter does.
+	Client(kind int, p []byte) (forward []byte, input bool, err error)
+	// Upstream is called with each message from upstream before it is
+	// written to the client, so that state the client's reply depends on
+	// is recorded before the client can reply.
+	Upstream(p []byte)
+	// Delivered is called after that message reached the client.
+	Delivered(p []byte)
+	// Stop is called once when the session ends.
+	Stop()
+}
+
 // Options are a session's policy.
 type Options struct {
 	// IdleTimeout ends a session this long after the last user input.
 	IdleTimeout time.Duration
 	// Filter handles client messages; nil forwards everything as input.
 	Filter ClientFilter
+	// Interceptor, when set, replaces Filter and sees both directions.
+	Interceptor Interceptor
 	// Lost, when it closes, ends the session with LostEnding().
 	Lost       <-chan struct{}
 	LostEnding func() Ending
@@ -56,6 +79,21 @@ func Relay(ctx context.Context, client, upstream Endpoint, opts Options) Ending 
 	filter := opts.Filter
 	if filter == nil {
 		filter = func(_ int, p []byte) ([]byte, bool, error) { return p, true, nil }
+	}
+	if ic := opts.Interceptor; ic != nil {
+		locked := &lockedEndpoint{Endpoint: upstream}
+		upstream = locked
+		filter = ic.Client
+		ic.Start(func(p []byte) error {
+			if err := locked.WriteMessage(websocket.BinaryMessage, p); err != nil {
+				return err
+			}
+			if opts.Meter != nil {
+				opts.Meter.ClientToUpstream(len(p))
+			}
+			return nil
+		})
+		defer ic.Stop()
 	}
 	var lastInput atomic.Int64
 	lastInput.Store(time.Now().UnixNano())
@@ -131,6 +169,9 @@ func pumpUpstream(upstream, client Endpoint, opts Options) Ending {
 		if err != nil {
 			return upstreamGone(err, opts.UpstreamName)
 		}
+		if opts.Interceptor != nil {
+			opts.Interceptor.Upstream(p)
+		}
 		if err := client.WriteMessage(websocket.BinaryMessage, p); err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
@@ -140,6 +181,9 @@ func pumpUpstream(upstream, client Endpoint, opts Options) Ending {
 		}
 		if opts.Meter != nil {
 			opts.Meter.UpstreamToClient(len(p))
+		}
+		if opts.Interceptor != nil {
+			opts.Interceptor.Delivered(p)
 		}
 	}
 }
@@ -165,4 +209,17 @@ func upstreamGone(err error, name string) Ending {
 		return Ending{Code: CodeUpstreamClosed, Reason: "the " + name + " closed: " + ce.Text}
 	}
 	return Ending{Code: CodeUpstreamClosed, Reason: "the " + name + " closed (VM stopped or restarted?)"}
+}
+
+// lockedEndpoint serializes writes upstream between the client pump and an
+// interceptor.
+type lockedEndpoint struct {
+	Endpoint
+	mu sync.Mutex
+}
+
+func (l *lockedEndpoint) WriteMessage(kind int, p []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.Endpoint.WriteMessage(kind, p)
 }

@@ -52,6 +52,8 @@ func main() {
 	flag.DurationVar(&opts.IdleTimeout, "idle-timeout", bridge.DefaultIdleTimeout, "close a session after this long without user input")
 	flag.DurationVar(&opts.PingInterval, "ping-interval", bridge.DefaultPingInterval, "WebSocket ping interval")
 	flag.IntVar(&opts.SSHPort, "ssh-port", bridge.DefaultSSHPort, "the guests' SSH port")
+	flag.BoolVar(&opts.VNCAdaptive, "vnc-adaptive", true, "adapt VNC quality to each client's link (a session overrides it with ?adaptive=false)")
+	flag.DurationVar(&opts.VNCLogInterval, "vnc-log-interval", time.Minute, "how often each VNC session logs its throughput (0 never)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -1,0 +1,341 @@
+package vnc
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/virtstation/virtstation/bridge/relay"
+	"github.com/virtstation/virtstation/rfb"
+)
+
+// Timings of the adaptive path.
+const (
+	// window is how often the controller looks at what the link did.
+	window = 500 * time.Millisecond
+	// tick is how often held requests and the repaint are looked at.
+	tick = 20 * time.Millisecond
+	// idleRepaint is how long the screen must be still before the one
+	// non-incremental repaint.
+	idleRepaint = time.Second
+	// staleRequest bounds how long a held incremental request waits for the
+	// one outstanding to be answered, in case QEMU merged two requests into
+	// one update and the count drifted.
+	staleRequest = time.Second
+)
+
+// pace is the least time between two incremental update requests per tier:
+// Good forwards them as the client sends them; Fair allows ~15 updates a
+// second; Poor ~5, so QEMU coalesces the changes of many frames into one.
+var pace = map[Tier]time.Duration{Good: 0, Fair: 66 * time.Millisecond, Poor: 200 * time.Millisecond}
+
+// Observer receives a session's measurements (the bridge's metrics).
+type Observer interface {
+	// Update records one FramebufferUpdate delivered to the client and how
+	// long its transfer took.
+	Update(latency time.Duration)
+	// Tier records the session's tier when it changes.
+	Tier(t Tier)
+}
+
+// Options configure one VNC session.
+type Options struct {
+	// Adaptive turns the controller on; off, the proxy only measures.
+	Adaptive bool
+	// Observer receives measurements; nil drops them.
+	Observer Observer
+	// Log receives a throughput line every LogInterval; zero disables it.
+	Log         logr.Logger
+	LogInterval time.Duration
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// Proxy is the RFB-aware layer of one VNC session, a relay.Interceptor.
+// Client runs on the relay's client pump, Upstream and Delivered on its
+// upstream pump, and its own goroutine paces requests; a mutex guards the
+// shared state. Both directions' bytes go through package rfb before they
+// are forwarded, as rfb requires.
+type Proxy struct {
+	opts   Options
+	client *rfb.ClientParser
+	server *rfb.ServerTracker
+	send   func([]byte) error
+	stop   chan struct{}
+	done   chan struct{}
+
+	mu        sync.Mutex
+	ctl       Controller
+	encodings []int32 // the client's latest SetEncodings; nil before one
+	// Incremental requests: at most one is forwarded and unanswered; a newer
+	// one waits in held until pacing and the outstanding one allow.
+	outstanding   int
+	outstandingAt time.Time
+	held          []byte
+	lastPaced     time.Time
+	// Updates in flight to the client, by the time their first byte came,
+	// and how many ended in the message being written.
+	starts       []time.Time
+	endsInMsg    int
+	writeStarted time.Time // a write to the client in progress; zero if none
+	trackerDown  bool
+	// The current window and the repaint.
+	winLatencies []time.Duration
+	lastUpdate   time.Time
+	moved        bool
+	// Totals for the throughput log.
+	logAt                      time.Time
+	bytesToClient, bytesToVM   int64
+	updatesLogged, updatesSeen int
+}
+
+// NewProxy returns the proxy of one session.
+func NewProxy(opts Options) *Proxy {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := rfb.NewSession()
+	return &Proxy{opts: opts, client: rfb.NewClientParser(s), server: rfb.NewServerTracker(s),
+		stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+var _ relay.Interceptor = (*Proxy)(nil)
+
+// Start implements relay.Interceptor.
+func (p *Proxy) Start(send func([]byte) error) {
+	p.send = send
+	p.logAt = p.opts.Now()
+	go p.run()
+}
+
+// Stop implements relay.Interceptor.
+func (p *Proxy) Stop() {
+	close(p.stop)
+	<-p.done
+}
+
+// Client implements relay.Interceptor: it parses the client's bytes and
+// forwards them message by message, rewriting SetEncodings and holding
+// incremental update requests as the tier asks. An unknown or oversized
+// message ends the session with the parser's reason.
+func (p *Proxy) Client(_ int, b []byte) ([]byte, bool, error) {
+	var out []byte
+	input := false
+	now := p.opts.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.bytesToVM += int64(len(b))
+	err := p.client.Feed(b, func(m rfb.Message) error {
+		switch body := m.Body.(type) {
+		case rfb.SetEncodings:
+			p.encodings = slices.Clone(body.Encodings)
+			if p.opts.Adaptive {
+				enc, err := rfb.EncodeSetEncodings(fitRewrite(p.encodings, p.ctl.Tier()))
+				if err != nil {
+					return err
+				}
+				out = append(out, enc...)
+				return nil
+			}
+		case rfb.FramebufferUpdateRequest:
+			if body.Incremental && p.opts.Adaptive && !p.mayForward(now) {
+				p.held = slices.Clone(m.Raw)
+				return nil
+			}
+			p.forwarded(now, body.Incremental)
+		case rfb.KeyEvent, rfb.PointerEvent, rfb.QEMUExtendedKeyEvent, rfb.ClientCutText:
+			input = true
+		}
+		out = append(out, m.Raw...)
+		return nil
+	})
+	if err != nil {
+		return nil, false, &relay.EndingError{Ending: relay.Ending{Code: relay.CodeProtocolError, Reason: err.Error()}}
+	}
+	return out, input, nil
+}
+
+// mayForward says whether an incremental request can go now: none is
+// unanswered (or the unanswered one is stale) and the tier's pace allows.
+func (p *Proxy) mayForward(now time.Time) bool {
+	if p.outstanding > 0 && now.Sub(p.outstandingAt) < staleRequest {
+		return false
+	}
+	return now.Sub(p.lastPaced) >= pace[p.ctl.Tier()]
+}
+
+func (p *Proxy) forwarded(now time.Time, incremental bool) {
+	p.held = nil // a forwarded request covers any held one
+	if p.outstanding == 0 {
+		p.outstandingAt = now
+	}
+	p.outstanding++
+	if incremental {
+		p.lastPaced = now
+	}
+}
+
+// Upstream implements relay.Interceptor: it follows the server's bytes
+// before they are forwarded. Trouble framing them stops the measuring, never
+// the session: the bytes pass untouched either way.
+func (p *Proxy) Upstream(b []byte) {
+	now := p.opts.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.writeStarted = now
+	p.bytesToClient += int64(len(b))
+	if p.trackerDown {
+		return
+	}
+	err := p.server.Feed(b, func(e rfb.Event) {
+		switch e.Kind {
+		case rfb.EventUpdateStart:
+			p.starts = append(p.starts, now)
+		case rfb.EventUpdateEnd:
+			p.endsInMsg++
+		}
+	})
+	if err != nil {
+		p.trackerDown = true
+		p.opts.Log.Info("VNC stream not framed; measuring stops, bytes pass untouched", "error", err.Error())
+	}
+}
+
+// Delivered implements relay.Interceptor: updates that ended in the message
+// just written are complete on the client's side.
+func (p *Proxy) Delivered([]byte) {
+	now := p.opts.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.writeStarted = time.Time{}
+	for ; p.endsInMsg > 0 && len(p.starts) > 0; p.endsInMsg-- {
+		latency := now.Sub(p.starts[0])
+		p.starts = p.starts[1:]
+		p.winLatencies = append(p.winLatencies, latency)
+		p.updatesSeen++
+		p.lastUpdate, p.moved = now, true
+		if p.outstanding > 0 {
+			p.outstanding--
+			p.outstandingAt = now
+		}
+		if p.opts.Observer != nil {
+			p.opts.Observer.Update(latency)
+		}
+	}
+	p.endsInMsg = 0
+}
+
+// run paces held requests, closes measurement windows, asks for the idle
+// repaint and writes the throughput log.
+func (p *Proxy) run() {
+	defer close(p.done)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	windowEnd := p.opts.Now().Add(window)
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		now := p.opts.Now()
+		var msgs [][]byte
+		p.mu.Lock()
+		if p.opts.Adaptive {
+			if p.held != nil && p.mayForward(now) {
+				msgs = append(msgs, p.held)
+				p.forwarded(now, true)
+			}
+			if !now.Before(windowEnd) {
+				windowEnd = now.Add(window)
+				msgs = append(msgs, p.closeWindow(now)...)
+			}
+			if p.moved && now.Sub(p.lastUpdate) >= idleRepaint {
+				p.moved = false
+				if w, h := p.client.Session().FramebufferSize(); w > 0 && h > 0 {
+					msgs = append(msgs, rfb.EncodeFramebufferUpdateRequest(false, 0, 0, w, h))
+					p.forwarded(now, false)
+				}
+			}
+		} else if !now.Before(windowEnd) {
+			windowEnd = now.Add(window)
+			p.winLatencies = p.winLatencies[:0]
+		}
+		p.logThroughput(now)
+		p.mu.Unlock()
+		for _, m := range msgs {
+			if err := p.send(m); err != nil {
+				return // the session is ending
+			}
+		}
+	}
+}
+
+// closeWindow feeds the window to the controller and returns the
+// SetEncodings to send when the tier changed.
+func (p *Proxy) closeWindow(now time.Time) [][]byte {
+	w := Window{Updates: len(p.winLatencies), Latency: median(p.winLatencies)}
+	if !p.writeStarted.IsZero() {
+		w.Pending = now.Sub(p.writeStarted)
+	}
+	p.winLatencies = p.winLatencies[:0]
+	before := p.ctl.Tier()
+	after := p.ctl.Observe(w, now)
+	if after == before {
+		return nil
+	}
+	if p.opts.Observer != nil {
+		p.opts.Observer.Tier(after)
+	}
+	if p.encodings == nil || p.client.Phase() != rfb.PhaseNormal {
+		return nil
+	}
+	enc, err := rfb.EncodeSetEncodings(fitRewrite(p.encodings, after))
+	if err != nil {
+		return nil
+	}
+	return [][]byte{enc}
+}
+
+func (p *Proxy) logThroughput(now time.Time) {
+	if p.opts.LogInterval <= 0 || now.Sub(p.logAt) < p.opts.LogInterval {
+		return
+	}
+	secs := now.Sub(p.logAt).Seconds()
+	p.opts.Log.Info("VNC throughput",
+		"toClientBytesPerSec", int64(float64(p.bytesToClient)/secs),
+		"toVMBytesPerSec", int64(float64(p.bytesToVM)/secs),
+		"updatesPerSec", fmt.Sprintf("%.1f", float64(p.updatesSeen-p.updatesLogged)/secs),
+		"tier", p.ctl.Tier().String())
+	p.logAt, p.bytesToClient, p.bytesToVM, p.updatesLogged = now, 0, 0, p.updatesSeen
+}
+
+// Tier is the session's current tier.
+func (p *Proxy) Tier() Tier {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ctl.Tier()
+}
+
+// fitRewrite is Rewrite within rfb's cap on list length: a client that
+// already lists the maximum keeps its own list (pacing still applies).
+func fitRewrite(client []int32, t Tier) []int32 {
+	out := Rewrite(client, t)
+	if len(out) > rfb.MaxEncodings {
+		return client
+	}
+	return out
+}
+
+func median(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
