@@ -12,7 +12,7 @@ TEST_FLAGS ?= -count=1 -p 1 -timeout 15m
 
 export CERT_MANAGER_VERSION
 
-.PHONY: all build bench test test-deps policy-test unit envtest-bins manifests crds generate verify-generated lint fmt check-format vet demo fuzz clean
+.PHONY: all build bench test test-deps ui ui-test policy-test unit envtest-bins manifests crds generate verify-generated lint fmt check-format vet demo fuzz clean
 
 all: build
 
@@ -50,13 +50,23 @@ verify-generated: $(CONTROLLER_GEN)
 	hack/verify-generated.sh
 
 ## test-deps: the Debian packages the tests use for real (cloud-init, fdisk,
-## qemu-system-x86, openssh-server).
+## qemu-system-x86, openssh-server, chromium) and the browser test's npm
+## packages (playwright-core).
 test-deps:
 	@hack/install-test-deps.sh
 
 ## test: unit tests, envtest integration tests, and generated-file drift.
-test: test-deps envtest-bins verify-generated vet check-format policy-test
+test: test-deps envtest-bins verify-generated vet check-format policy-test ui-test
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) test $(TEST_FLAGS) ./...
+
+## ui: rebuild the browser client (bridge/ui/dist) from web/ with npm. The
+## built files are committed, so `go build` never needs npm.
+ui:
+	cd web && npm ci --no-audit --no-fund --loglevel=error && npm run build
+
+## ui-test: the browser client's own unit tests (node only, no install).
+ui-test:
+	cd web && npm test
 
 ## unit: the package tests, without the integration suites in test/ (the
 ## bridge packages start a bare control plane for their API tests).

@@ -15,6 +15,7 @@ import (
 	"github.com/virtstation/virtstation/bridge/auth"
 	"github.com/virtstation/virtstation/bridge/session"
 	"github.com/virtstation/virtstation/bridge/sshbridge"
+	"github.com/virtstation/virtstation/bridge/ui"
 	"github.com/virtstation/virtstation/bridge/upstream"
 )
 
@@ -117,6 +118,7 @@ func (s *Server) routes() *http.ServeMux {
 		mux.HandleFunc(r.pattern, r.handler)
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.deps.Gatherer, promhttp.HandlerOpts{}))
+	mux.Handle("GET /ui/", ui.Handler())
 	return mux
 }
 

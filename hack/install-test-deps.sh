@@ -4,14 +4,29 @@
 #   fdisk       sfdisk writes a partition table in the data-disk script tests
 #   qemu-system-x86   a real RFB server and serial line for the bridge tests
 #   openssh-server    a real sshd for the bridge's SSH tests
+#   chromium          a real headless browser for the built-in client's tests
+#   fonts-dejavu-core a font for the browser's terminal
 # It installs only what is missing, so a prepared machine pays nothing.
 set -euo pipefail
-packages=(cloud-init fdisk qemu-system-x86 openssh-server)
+packages=(cloud-init fdisk qemu-system-x86 openssh-server chromium fonts-dejavu-core)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ "${#missing[@]}" -eq 0 ] && exit 0
+# playwright-core drives Debian's Chromium in the browser tests; npm ci
+# installs the locked version (it downloads no browser).
+npm_deps() {
+  local dir
+  dir="$(dirname "$0")/../test/bridge/browser"
+  if [ ! -d "$dir/node_modules/playwright-core" ]; then
+    echo "install-test-deps: npm ci in test/bridge/browser" >&2
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  fi
+}
+if [ "${#missing[@]}" -eq 0 ]; then
+  npm_deps
+  exit 0
+fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-test-deps: missing Debian packages: ${missing[*]}; run: sudo apt-get install -y ${missing[*]}" >&2
   exit 1
@@ -20,3 +35,4 @@ echo "install-test-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+npm_deps

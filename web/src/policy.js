@@ -1,0 +1,135 @@
+// Close-code policy: what the page does when a session's WebSocket closes.
+// Pure functions, so `npm test` covers them without a browser. The codes are
+// the bridge's (bridge/relay/codes.go): 4000+HTTP status for refusals known
+// before the session started, 4001 taken over, 4002 idle, and so on.
+
+/** Outcome kinds, also the #status element's data-state. */
+export const State = Object.freeze({
+  signedOut: 'signed-out',
+  connecting: 'connecting',
+  connected: 'connected',
+  reconnecting: 'reconnecting',
+  held: 'held',
+  takenOver: 'taken-over',
+  idle: 'idle',
+  refused: 'refused',
+  sshForm: 'ssh-form',
+  ended: 'ended',
+});
+
+/** How the page gets back: by itself after a delay, by a button, or not. */
+export const Reconnect = Object.freeze({ auto: 'auto', manual: 'manual', none: 'none' });
+
+// Close codes, named as in bridge/relay/codes.go.
+const codeTakenOver = 4001;
+const codeIdle = 4002;
+const codeSessionLost = 4003;
+const codeUpstreamClosed = 4004;
+const codeSSHHostKeyChanged = 4010;
+const codeSSHAuthFailed = 4011;
+const codeSSHUnreachable = 4012;
+const codeBadHello = 4013;
+const httpBase = 4000;
+
+/**
+ * splitReason splits a refusal's close reason, "SessionHeld: held by …",
+ * into the reason a program switches on and the message a person reads.
+ */
+export function splitReason(reason) {
+  const m = /^([A-Za-z]+): (.*)$/s.exec(reason || '');
+  return m ? { reason: m[1], message: m[2] } : { reason: '', message: reason || '' };
+}
+
+/**
+ * parseHolder reads who holds a session from a SessionHeld message:
+ * "held by USER since 15:04:05Z; take over to continue" or
+ * "reserved for USER by a take-over at 15:04:05Z". Null when it is neither.
+ */
+export function parseHolder(message) {
+  let m = /^held by (.+) since (\S+?);/.exec(message || '');
+  if (m) return { user: m[1], since: m[2], reserved: false };
+  m = /^reserved for (.+) by a take-over at (\S+)$/.exec(message || '');
+  if (m) return { user: m[1], since: m[2], reserved: true };
+  return null;
+}
+
+/** takenOverBy reads the new holder from "taken over by another user (USER)". */
+export function takenOverBy(reason) {
+  const m = /\(([^()]+)\)\s*$/.exec(reason || '');
+  return m ? m[1] : '';
+}
+
+/**
+ * decide maps a close event to what the page shows and whether it
+ * reconnects. It returns {state, reconnect, message, holder?, by?}.
+ */
+export function decide(code, reason) {
+  const { reason: why, message } = splitReason(reason);
+  const text = message || reason || '';
+  switch (code) {
+    case codeTakenOver: {
+      const by = takenOverBy(reason);
+      return {
+        state: State.takenOver, reconnect: Reconnect.manual, by,
+        message: `This session was taken over by ${by || 'another user'}. It will not reconnect by itself.`,
+      };
+    }
+    case codeIdle:
+      return { state: State.idle, reconnect: Reconnect.manual, message: 'The session was closed after inactivity.' };
+    case codeSessionLost:
+    case codeUpstreamClosed:
+    case codeSSHUnreachable:
+      return { state: State.reconnecting, reconnect: Reconnect.auto, message: text || 'The connection ended.' };
+    case codeSSHHostKeyChanged:
+      return { state: State.refused, reconnect: Reconnect.manual, message: text };
+    case codeSSHAuthFailed:
+    case codeBadHello:
+      return { state: State.sshForm, reconnect: Reconnect.none, message: text };
+    case httpBase + 401:
+      return { state: State.signedOut, reconnect: Reconnect.none, message: text || 'The bridge did not accept the token.' };
+    case httpBase + 409:
+      if (why === 'SessionHeld') {
+        return { state: State.held, reconnect: Reconnect.none, holder: parseHolder(message), message: text };
+      }
+      return { state: State.refused, reconnect: Reconnect.manual, message: text };
+    case httpBase + 502:
+    case httpBase + 503:
+    case httpBase + 504:
+      return { state: State.reconnecting, reconnect: Reconnect.auto, message: text };
+    case 1000:
+    case 1005:
+      return { state: State.ended, reconnect: Reconnect.manual, message: text || 'The session ended.' };
+    default:
+      if (code >= httpBase && code < httpBase + 600) {
+        return { state: State.refused, reconnect: Reconnect.manual, message: text || `Refused (${code - httpBase}).` };
+      }
+      if (code >= 4000) {
+        return { state: State.refused, reconnect: Reconnect.manual, message: text || `Closed (${code}).` };
+      }
+      // 1001 going away (a bridge replica stopping), 1006 dropped, 1008 too
+      // slow, 1011 server error, 1012–1014 restarts and gateways.
+      return { state: State.reconnecting, reconnect: Reconnect.auto, message: text || 'The connection dropped.' };
+  }
+}
+
+/**
+ * Backoff is a capped exponential delay with jitter: 1 s, 2 s, 4 s … 30 s.
+ * Reset it once a connection has stayed up for a while, so a session that
+ * flaps right after opening still backs off.
+ */
+export class Backoff {
+  constructor({ min = 1000, max = 30000, jitter = 0.2, random = Math.random } = {}) {
+    Object.assign(this, { min, max, jitter, random });
+    this.attempt = 0;
+  }
+
+  /** next returns the delay before the next attempt, in milliseconds. */
+  next() {
+    const base = Math.min(this.max, this.min * 2 ** Math.min(this.attempt, 30));
+    this.attempt++;
+    const spread = base * this.jitter * (2 * this.random() - 1);
+    return Math.max(this.min, Math.min(this.max, Math.round(base + spread)));
+  }
+
+  reset() { this.attempt = 0; }
+}
