@@ -20,13 +20,24 @@ const sshReadChunk = 32 << 10
 
 // openSSH reads the client's hello, opens SSH to the guest, and returns the
 // SSH side as a relay endpoint plus the filter that turns client messages
-// into keystrokes and window changes. On failure it returns the Ending to
-// close the client with.
+// into keystrokes and window changes. On failure it closes the client and
+// returns the Ending it closed with.
 func (s *Server) openSSH(ctx context.Context, client *relay.WS, tgt target, log logr.Logger) (relay.Endpoint, relay.ClientFilter, *relay.Ending) {
 	hello, end := readHello(client)
 	if end != nil {
+		// The hello's reader may still be reading: close without draining.
+		_ = client.Close(end.Code, end.Reason)
 		return nil, nil, end
 	}
+	up, filter, end := s.dialSSH(ctx, hello, tgt, log)
+	if end != nil {
+		_ = client.CloseAndDrain(end.Code, end.Reason)
+	}
+	return up, filter, end
+}
+
+// dialSSH opens SSH to the guest with the client's hello.
+func (s *Server) dialSSH(ctx context.Context, hello sshbridge.Hello, tgt target, log logr.Logger) (relay.Endpoint, relay.ClientFilter, *relay.Ending) {
 	addr := guestAddress(tgt.VMI)
 	if addr == "" {
 		return nil, nil, &relay.Ending{Code: relay.CodeSSHUnreachable, Reason: "the VM reports no IP address yet; is the guest agent or network up?"}

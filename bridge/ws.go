@@ -104,7 +104,6 @@ func (s *Server) session(m mode, byVM bool) http.HandlerFunc {
 			up, filter, end = s.openSSH(r.Context(), client, tgt, log)
 			if end != nil {
 				s.metrics.ended(m.name, end.Code)
-				_ = client.Close(end.Code, end.Reason)
 				return
 			}
 		}
@@ -224,5 +223,5 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, m mode, cred aut
 		return
 	}
 	ws := relay.NewWS(conn, relay.WSOptions{ReadLimit: 1 << 10, PingInterval: s.opts.PingInterval, WriteTimeout: s.opts.WriteTimeout})
-	_ = ws.Close(relay.CodeHTTPBase+p.Status, p.closeReason())
+	_ = ws.CloseAndDrain(relay.CodeHTTPBase+p.Status, p.closeReason())
 }

@@ -68,10 +68,17 @@ func (w *WS) ping() {
 }
 
 // ReadMessage returns the next data message; any message from the peer
-// proves it alive.
+// proves it alive. Once Close has sent the close frame, the error that ends
+// reading (normally the peer's close reply) drops the connection at once,
+// so the peer sees the end without waiting for closeGrace.
 func (w *WS) ReadMessage() (int, []byte, error) {
 	kind, p, err := w.conn.ReadMessage()
 	if err != nil {
+		select {
+		case <-w.done:
+			_ = w.conn.Close()
+		default:
+		}
 		return 0, nil, err
 	}
 	w.extendRead()
@@ -97,9 +104,23 @@ func (w *WS) Close(code int, reason string) error {
 		if errors.Is(err, websocket.ErrCloseSent) {
 			err = nil
 		}
+		// A reader waiting for the peer's reply gives up after closeGrace.
+		_ = w.conn.SetReadDeadline(time.Now().Add(closeGrace))
 		time.AfterFunc(closeGrace, func() { _ = w.conn.Close() })
 	})
 	return err
+}
+
+// CloseAndDrain closes with code and reason when nothing else reads the
+// connection: it reads until the peer's close reply (or closeGrace), then
+// drops the connection.
+func (w *WS) CloseAndDrain(code int, reason string) error {
+	err := w.Close(code, reason)
+	for {
+		if _, _, rerr := w.ReadMessage(); rerr != nil {
+			return err
+		}
+	}
 }
 
 // Subprotocol is what the handshake agreed on.
