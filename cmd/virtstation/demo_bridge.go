@@ -73,12 +73,14 @@ func demoBridge(ctx context.Context, env *envtest.Env, addr, tokenPath string, o
 		return nil, errors.Join(err, stop())
 	}
 	vmPath := "/api/v1/namespaces/" + demoNamespace + "/virtualmachines/" + demoVM
+	uiPath := "/ui/namespaces/" + demoNamespace + "/virtualmachines/" + demoVM
 	fmt.Fprintf(out, `
 The bridge serves on %s. %s's token (a ServiceAccount with the
 workstation-user role) is in %s. Try:
+  open the VM in a browser: %s%s#mode=display&token=$(cat %s)
   curl -H "Authorization: Bearer $(cat %s)" %s%s/sessions
   virtctl-style clients: ws://%s%s/{console,vnc,ssh}
-`, base, demoUser, tokenPath, tokenPath, base, vmPath, ln.Addr(), vmPath)
+`, base, demoUser, tokenPath, base, uiPath, tokenPath, tokenPath, base, vmPath, ln.Addr(), vmPath)
 	return stop, nil
 }
 
