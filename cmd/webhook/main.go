@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/virtstation/virtstation/certs"
 	"github.com/virtstation/virtstation/webhooks"
 )
 
@@ -24,6 +25,7 @@ func main() {
 		leaderNS    string
 		namespace   string
 		claimGrace  time.Duration
+		certOpts    webhooks.CertOptions
 	)
 	flag.IntVar(&port, "webhook-port", 9443, "port the webhook server listens on")
 	flag.StringVar(&certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with tls.crt and tls.key; reloaded when they change")
@@ -33,6 +35,11 @@ func main() {
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace)")
 	flag.StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"), "install namespace, where policy ConfigMaps live (default: $POD_NAMESPACE)")
 	flag.DurationVar(&claimGrace, "claim-grace", 2*time.Minute, "how long a disk claim holds before its VM exists; claims of VMs that never appear are released after it")
+	flag.StringVar((*string)(&certOpts.Mode), "cert-mode", string(webhooks.CertModeExternal), `who provides the serving certificate: "external" (files in --cert-dir, e.g. from cert-manager) or "self" (the webhook keeps its own CA in --cert-secret and the webhook configurations' caBundle in sync)`)
+	flag.StringVar(&certOpts.SecretName, "cert-secret", certs.DefaultSecretName, "with --cert-mode=self: Secret in --namespace holding the CA and the serving certificate")
+	flag.StringVar(&certOpts.ServiceName, "webhook-service", certs.DefaultServiceName, "with --cert-mode=self: the webhook Service in --namespace; the serving certificate is valid for its DNS names")
+	flag.StringVar(&certOpts.MutatingConfig, "mutating-config", webhooks.DefaultMutatingConfig, "with --cert-mode=self: MutatingWebhookConfiguration whose caBundle is kept in sync")
+	flag.StringVar(&certOpts.ValidatingConfig, "validating-config", webhooks.DefaultValidatingConfig, "with --cert-mode=self: ValidatingWebhookConfiguration whose caBundle is kept in sync")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -60,6 +67,11 @@ func main() {
 	}
 	if err := webhooks.Setup(ctx, mgr, webhooks.Options{Namespace: namespace, ClaimGrace: claimGrace}); err != nil {
 		log.Error(err, "set up webhooks")
+		os.Exit(1)
+	}
+	certOpts.Namespace, certOpts.CertDir = namespace, certDir
+	if err := webhooks.SetupCerts(ctx, mgr, certOpts); err != nil {
+		log.Error(err, "set up certificates")
 		os.Exit(1)
 	}
 	log.Info("starting", "webhookPort", port, "certDir", certDir)
