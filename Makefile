@@ -99,6 +99,8 @@ fuzz:
 	$(GO) test ./rfb -run '^$$' -fuzz FuzzClientParser -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./rfb -run '^$$' -fuzz FuzzServerHandshake -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./rfb -run '^$$' -fuzz FuzzServerTracker -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./certs -run '^$$' -fuzz FuzzParseMaterial -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./bridge/vnc -run '^$$' -fuzz FuzzRewrite -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 
 check-format:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
