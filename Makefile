@@ -76,6 +76,7 @@ unit:
 ## bench: benchmarks with their peers, side by side (see docs/benchmarks.md).
 bench:
 	$(GO) test ./webhooks/validate -run '^$$' -bench BenchmarkEvaluateVsCEL -benchmem -count 5
+	$(GO) test ./bridge/vnc -run '^$$' -bench BenchmarkAdaptiveVNC -count 3
 
 ## fuzz: run every fuzz target for FUZZTIME each.
 FUZZTIME ?= 20s

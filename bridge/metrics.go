@@ -18,6 +18,7 @@ type metrics struct {
 	bytes    *prometheus.CounterVec // by mode and direction
 	// VNC, per session (one per VM) and in total.
 	vncLatency *prometheus.HistogramVec // in total
+	vncReply   *prometheus.HistogramVec // in total
 	vncUpdates *prometheus.CounterVec   // by namespace and name
 	vncTier    *prometheus.GaugeVec     // by namespace and name
 	vncBytes   *prometheus.CounterVec   // by namespace, name and direction
@@ -43,9 +44,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"mode", "direction"}),
 	}
 	m.vncLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "virtstation_bridge_vnc_update_seconds",
-		Help:    "Time from a FramebufferUpdate's first byte leaving KubeVirt to its last byte accepted by the client's link.",
+		Name: "virtstation_bridge_vnc_request_to_update_seconds",
+		Help: "From an update request the bridge forwarded to the update's last byte written to the client. " +
+			"QEMU holds a request until the screen changes, so a still screen counts its wait.",
 		Buckets: prometheus.ExponentialBuckets(0.002, 2, 12), // 2 ms to 4 s
+	}, nil)
+	m.vncReply = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "virtstation_bridge_vnc_client_reply_seconds",
+		Help: "From an update's last byte written to the client to the client's next update request: " +
+			"the lag of the client's link, which the adaptive controller follows.",
+		Buckets: prometheus.ExponentialBuckets(0.002, 2, 12),
 	}, nil)
 	m.vncUpdates = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "virtstation_bridge_vnc_updates_total",
@@ -59,7 +67,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "virtstation_bridge_vnc_bytes_total",
 		Help: "Bytes of the VM's VNC session by direction (to_vm, to_client); removed when the session ends.",
 	}, []string{"namespace", "name", "direction"})
-	reg.MustRegister(m.requests, m.active, m.endings, m.bytes, m.vncLatency, m.vncUpdates, m.vncTier, m.vncBytes)
+	reg.MustRegister(m.requests, m.active, m.endings, m.bytes, m.vncLatency, m.vncReply, m.vncUpdates, m.vncTier, m.vncBytes)
 	return m
 }
 
@@ -67,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 type vncSession struct {
 	m               *metrics
 	namespace, name string
-	latency         prometheus.Observer
+	latency, reply  prometheus.Observer
 	updates         prometheus.Counter
 	tier            prometheus.Gauge
 	toVM, toClient  prometheus.Counter
@@ -77,6 +85,7 @@ func (m *metrics) vncSession(namespace, name string) *vncSession {
 	return &vncSession{
 		m: m, namespace: namespace, name: name,
 		latency:  m.vncLatency.WithLabelValues(),
+		reply:    m.vncReply.WithLabelValues(),
 		updates:  m.vncUpdates.WithLabelValues(namespace, name),
 		tier:     m.vncTier.WithLabelValues(namespace, name),
 		toVM:     m.vncBytes.WithLabelValues(namespace, name, "to_vm"),
@@ -89,6 +98,9 @@ func (v *vncSession) Update(latency time.Duration) {
 	v.latency.Observe(latency.Seconds())
 	v.updates.Inc()
 }
+
+// Reply implements vnc.Observer.
+func (v *vncSession) Reply(d time.Duration) { v.reply.Observe(d.Seconds()) }
 
 // Tier implements vnc.Observer.
 func (v *vncSession) Tier(t vnc.Tier) { v.tier.Set(float64(t)) }

@@ -2,15 +2,11 @@ package rfb_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +26,7 @@ const qemuIOTimeout = 20 * time.Second
 var (
 	sharedVMOnce sync.Once
 	sharedVM     *qemu.VM
+	sharedVMDir  string
 	sharedVMErr  error
 )
 
@@ -37,6 +34,11 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if sharedVM != nil {
 		if err := sharedVM.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	if sharedVMDir != "" {
+		if err := os.RemoveAll(sharedVMDir); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}
@@ -48,12 +50,11 @@ func TestMain(m *testing.M) {
 func textVM(t *testing.T) *qemu.VM {
 	t.Helper()
 	sharedVMOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "rfb")
-		if err != nil {
-			sharedVMErr = err
+		sharedVMDir, sharedVMErr = os.MkdirTemp("", "rfb")
+		if sharedVMErr != nil {
 			return
 		}
-		sharedVM, sharedVMErr = qemu.Start(context.Background(), dir)
+		sharedVM, sharedVMErr = qemu.Start(context.Background(), sharedVMDir)
 	})
 	if sharedVMErr != nil {
 		t.Fatal(sharedVMErr)
@@ -435,102 +436,20 @@ func watchTight(t *testing.T, name, socket string, d time.Duration, untilJPEG bo
 	return counts
 }
 
-// animatedGuest is a boot sector that switches the VGA to mode 13h
-// (320x200, 256 colours) and, on every timer tick (18.2 Hz), repaints every
-// pixel with colour x+y+ticks: diagonal bands of all 256 palette colours,
-// moving. Hand-assembled 16-bit real mode; disassemble with
-// `objdump -D -b binary -m i8086 -M intel` to review.
-var animatedGuest = []byte{
-	0xFA,       // cli
-	0x31, 0xC0, // xor ax, ax
-	0x8E, 0xD8, // mov ds, ax  ; the BIOS tick count is at 0000:046C
-	0x8E, 0xD0, // mov ss, ax
-	0xBC, 0x00, 0x7C, // mov sp, 0x7C00
-	0xFB,             // sti
-	0xB8, 0x13, 0x00, // mov ax, 0x0013  ; video mode 13h
-	0xCD, 0x10, // int 0x10
-	0xB8, 0x00, 0xA0, // mov ax, 0xA000  ; its framebuffer
-	0x8E, 0xC0, // mov es, ax
-	0xFC, // cld
-	// frame: (0x16)
-	0xF4,                   // hlt  ; until the next timer tick
-	0x8B, 0x16, 0x6C, 0x04, // mov dx, [0x046C]  ; ticks
-	0x31, 0xFF, // xor di, di
-	0x31, 0xDB, // xor bx, bx  ; y
-	// row: (0x1F)
-	0x31, 0xC9, // xor cx, cx  ; x
-	// col: (0x21)
-	0x88, 0xC8, // mov al, cl
-	0x00, 0xD8, // add al, bl
-	0x00, 0xD0, // add al, dl
-	0xAA,                   // stosb  ; es:[di++] = x+y+ticks
-	0x41,                   // inc cx
-	0x81, 0xF9, 0x40, 0x01, // cmp cx, 320
-	0x72, 0xF2, // jb col
-	0x43,                   // inc bx
-	0x81, 0xFB, 0xC8, 0x00, // cmp bx, 200
-	0x72, 0xE9, // jb row
-	0xEB, 0xDE, // jmp frame
-}
-
-// startAnimatedQEMU runs animatedGuest in QEMU with the design's display
-// options, plus lossy=on if asked, and returns its VNC socket.
+// startAnimatedQEMU runs test/qemu's moving-screen guest, which repaints
+// the whole VGA screen with 256 colours 18 times a second, with the
+// design's display options, plus lossy=on if asked, and returns its VNC
+// socket.
 func startAnimatedQEMU(t *testing.T, lossy bool) string {
 	t.Helper()
-	dir := t.TempDir()
-	img := make([]byte, 64<<10)
-	copy(img, animatedGuest)
-	img[510], img[511] = 0x55, 0xAA
-	image := filepath.Join(dir, "boot.img")
-	if err := os.WriteFile(image, img, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	socket := filepath.Join(dir, "vnc.sock")
-	vnc := "unix:" + socket
-	if lossy {
-		vnc += ",lossy=on"
-	}
-	cmd := exec.Command(qemu.Binary, "-nodefaults", "-machine", "accel=tcg", "-m", "32", "-display", "none",
-		"-vga", "std", "-vnc", vnc, "-drive", "file="+image+",format=raw,if=ide")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	vm, err := qemu.StartWith(context.WithoutCancel(t.Context()), t.TempDir(), qemu.Options{Guest: qemu.MovingScreen, LossyVNC: lossy})
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		if err := vm.Stop(); err != nil {
+			t.Error(err)
+		}
 	})
-	deadline := time.Now().Add(qemuIOTimeout)
-	for {
-		conn, err := net.Dial("unix", socket)
-		if err == nil {
-			_ = conn.Close()
-			return socket
-		}
-		if time.Now().After(deadline) || errors.Is(err, syscall.ENAMETOOLONG) {
-			t.Fatalf("QEMU's VNC socket: %v; QEMU said: %s", err, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// lockedBuffer collects QEMU's output for error messages.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
+	return vm.VNCSocket
 }

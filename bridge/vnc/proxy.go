@@ -23,8 +23,7 @@ const (
 	// non-incremental repaint.
 	idleRepaint = time.Second
 	// staleRequest bounds how long a held incremental request waits for the
-	// one outstanding to be answered, in case QEMU merged two requests into
-	// one update and the count drifted.
+	// one pending at QEMU to be answered.
 	staleRequest = time.Second
 )
 
@@ -35,9 +34,14 @@ var pace = map[Tier]time.Duration{Good: 0, Fair: 66 * time.Millisecond, Poor: 20
 
 // Observer receives a session's measurements (the bridge's metrics).
 type Observer interface {
-	// Update records one FramebufferUpdate delivered to the client and how
-	// long its transfer took.
-	Update(latency time.Duration)
+	// Update records one FramebufferUpdate delivered to the client and its
+	// request-to-update time: from the update request the bridge forwarded
+	// to the update's last byte written to the client. QEMU holds a request
+	// until the screen changes, so on a still screen this includes the wait.
+	Update(requestToUpdate time.Duration)
+	// Reply records a client reply time: from an update's last byte written
+	// to the client's next update request (what the controller uses).
+	Reply(d time.Duration)
 	// Tier records the session's tier when it changes.
 	Tier(t Tier)
 }
@@ -71,18 +75,20 @@ type Proxy struct {
 	mu        sync.Mutex
 	ctl       Controller
 	encodings []int32 // the client's latest SetEncodings; nil before one
-	// Incremental requests: at most one is forwarded and unanswered; a newer
-	// one waits in held until pacing and the outstanding one allow.
-	outstanding   int
-	outstandingAt time.Time
-	held          []byte
-	lastPaced     time.Time
-	// Updates in flight to the client, by the time their first byte came,
-	// and how many ended in the message being written.
-	starts       []time.Time
-	endsInMsg    int
-	writeStarted time.Time // a write to the client in progress; zero if none
-	trackerDown  bool
+	// Update requests: QEMU keeps at most one pending (it merges the rest),
+	// so the bridge forwards an incremental request only when none is
+	// pending; a newer one waits in held until that and pacing allow.
+	pending   bool
+	pendingAt time.Time // when the pending request was forwarded
+	held      []byte
+	lastPaced time.Time
+	// endsInMsg counts updates that ended in the message being written.
+	endsInMsg   int
+	trackerDown bool
+	// The client's reply to the last update delivered.
+	deliveredAt   time.Time
+	awaitingReply bool
+	replied       bool // the client has replied at least once: it asks per update
 	// The current window and the repaint.
 	winLatencies []time.Duration
 	lastUpdate   time.Time
@@ -142,6 +148,7 @@ func (p *Proxy) Client(_ int, b []byte) ([]byte, bool, error) {
 				return nil
 			}
 		case rfb.FramebufferUpdateRequest:
+			p.clientReplied(now)
 			if body.Incremental && p.opts.Adaptive && !p.mayForward(now) {
 				p.held = slices.Clone(m.Raw)
 				return nil
@@ -159,10 +166,23 @@ func (p *Proxy) Client(_ int, b []byte) ([]byte, bool, error) {
 	return out, input, nil
 }
 
+// clientReplied records the client's reply time to the last update.
+func (p *Proxy) clientReplied(now time.Time) {
+	if !p.awaitingReply {
+		return
+	}
+	d := now.Sub(p.deliveredAt)
+	p.awaitingReply, p.replied = false, true
+	p.winLatencies = append(p.winLatencies, d)
+	if p.opts.Observer != nil {
+		p.opts.Observer.Reply(d)
+	}
+}
+
 // mayForward says whether an incremental request can go now: none is
-// unanswered (or the unanswered one is stale) and the tier's pace allows.
+// pending at QEMU (or the pending one is stale) and the tier's pace allows.
 func (p *Proxy) mayForward(now time.Time) bool {
-	if p.outstanding > 0 && now.Sub(p.outstandingAt) < staleRequest {
+	if p.pending && now.Sub(p.pendingAt) < staleRequest {
 		return false
 	}
 	return now.Sub(p.lastPaced) >= pace[p.ctl.Tier()]
@@ -170,10 +190,9 @@ func (p *Proxy) mayForward(now time.Time) bool {
 
 func (p *Proxy) forwarded(now time.Time, incremental bool) {
 	p.held = nil // a forwarded request covers any held one
-	if p.outstanding == 0 {
-		p.outstandingAt = now
+	if !p.pending {
+		p.pending, p.pendingAt = true, now
 	}
-	p.outstanding++
 	if incremental {
 		p.lastPaced = now
 	}
@@ -183,19 +202,14 @@ func (p *Proxy) forwarded(now time.Time, incremental bool) {
 // before they are forwarded. Trouble framing them stops the measuring, never
 // the session: the bytes pass untouched either way.
 func (p *Proxy) Upstream(b []byte) {
-	now := p.opts.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.writeStarted = now
 	p.bytesToClient += int64(len(b))
 	if p.trackerDown {
 		return
 	}
 	err := p.server.Feed(b, func(e rfb.Event) {
-		switch e.Kind {
-		case rfb.EventUpdateStart:
-			p.starts = append(p.starts, now)
-		case rfb.EventUpdateEnd:
+		if e.Kind == rfb.EventUpdateEnd {
 			p.endsInMsg++
 		}
 	})
@@ -211,22 +225,19 @@ func (p *Proxy) Delivered([]byte) {
 	now := p.opts.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.writeStarted = time.Time{}
-	for ; p.endsInMsg > 0 && len(p.starts) > 0; p.endsInMsg-- {
-		latency := now.Sub(p.starts[0])
-		p.starts = p.starts[1:]
-		p.winLatencies = append(p.winLatencies, latency)
-		p.updatesSeen++
-		p.lastUpdate, p.moved = now, true
-		if p.outstanding > 0 {
-			p.outstanding--
-			p.outstandingAt = now
-		}
+	if p.endsInMsg == 0 {
+		return
+	}
+	p.updatesSeen += p.endsInMsg
+	p.endsInMsg = 0
+	p.lastUpdate, p.moved = now, true
+	p.deliveredAt, p.awaitingReply = now, true
+	if p.pending {
+		p.pending = false
 		if p.opts.Observer != nil {
-			p.opts.Observer.Update(latency)
+			p.opts.Observer.Update(now.Sub(p.pendingAt))
 		}
 	}
-	p.endsInMsg = 0
 }
 
 // run paces held requests, closes measurement windows, asks for the idle
@@ -279,8 +290,8 @@ func (p *Proxy) run() {
 // SetEncodings to send when the tier changed.
 func (p *Proxy) closeWindow(now time.Time) [][]byte {
 	w := Window{Updates: len(p.winLatencies), Latency: median(p.winLatencies)}
-	if !p.writeStarted.IsZero() {
-		w.Pending = now.Sub(p.writeStarted)
+	if p.awaitingReply && p.replied {
+		w.Pending = now.Sub(p.deliveredAt)
 	}
 	p.winLatencies = p.winLatencies[:0]
 	before := p.ctl.Tier()

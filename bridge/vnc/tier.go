@@ -31,15 +31,19 @@ func (t Tier) String() string {
 type Window struct {
 	// Updates is how many framebuffer updates were delivered to the client.
 	Updates int
-	// Latency is the median time from a forwarded update request to its
-	// update delivered to the client; zero when there was none.
+	// Latency is the median client reply time of the window: from an
+	// update's last byte leaving the bridge to the client's next update
+	// request. A client asks for the next update once it has the last, so
+	// this is how long the bytes buffered between the bridge and the client
+	// took to drain: the link's lag, which write times do not show (socket
+	// buffers absorb them). Zero when the client did not reply.
 	Latency time.Duration
-	// Pending is how long the oldest request still unanswered has waited:
-	// a link so slow that nothing completes shows here.
+	// Pending is how long the client has not replied to the last update
+	// delivered: a link so slow that nothing completes shows here.
 	Pending time.Duration
 }
 
-// Thresholds of request-to-update latency between tiers. A frame that takes
+// Thresholds of client reply time between tiers. An update that takes
 // longer than fairLatency to reach the client is visibly laggy; one past
 // poorLatency makes the pointer feel detached.
 const (
@@ -55,14 +59,23 @@ const (
 	// recoverAfter is how long a link must show headroom before the tier
 	// improves by one.
 	recoverAfter = 3 * time.Second
+	// relapseWithin: a drop this soon after a recovery means the better
+	// tier's settings were what the link could not take (its headroom came
+	// from the worse tier's compression), so the next recovery waits twice
+	// as long, up to maxRecoverAfter. A tier kept this long resets the wait.
+	relapseWithin   = 10 * time.Second
+	maxRecoverAfter = time.Minute
 )
 
 // Controller picks the tier from successive windows: it drops at once under
-// pressure and recovers one tier after recoverAfter of headroom. It is a
-// pure state machine; the caller feeds it windows and a clock.
+// pressure and recovers one tier after a run of headroom, recoverAfter at
+// first and doubling after each relapse. It is a pure state machine; the
+// caller feeds it windows and a clock.
 type Controller struct {
-	tier       Tier
-	headroomAt time.Time // when the current run of headroom began; zero when none
+	tier         Tier
+	headroomAt   time.Time // when the current run of headroom began; zero when none
+	recoveredAt  time.Time // when the tier last improved
+	recoverDelay time.Duration
 }
 
 // Tier is the current tier.
@@ -77,9 +90,18 @@ func (c *Controller) Observe(w Window, now time.Time) Tier {
 		// the headroom run as they are.
 		return c.tier
 	}
+	if c.recoverDelay == 0 {
+		c.recoverDelay = recoverAfter
+	}
 	if want := tierFor(load); want > c.tier {
+		if !c.recoveredAt.IsZero() && now.Sub(c.recoveredAt) < relapseWithin {
+			c.recoverDelay = min(2*c.recoverDelay, maxRecoverAfter)
+		}
 		c.tier, c.headroomAt = want, time.Time{}
 		return c.tier
+	}
+	if !c.recoveredAt.IsZero() && now.Sub(c.recoveredAt) >= relapseWithin+c.recoverDelay {
+		c.recoverDelay, c.recoveredAt = recoverAfter, time.Time{}
 	}
 	if c.tier == Good || !hasHeadroom(c.tier, load) {
 		c.headroomAt = time.Time{}
@@ -88,9 +110,9 @@ func (c *Controller) Observe(w Window, now time.Time) Tier {
 	if c.headroomAt.IsZero() {
 		c.headroomAt = now
 	}
-	if now.Sub(c.headroomAt) >= recoverAfter {
+	if now.Sub(c.headroomAt) >= c.recoverDelay {
 		c.tier--
-		c.headroomAt = time.Time{}
+		c.headroomAt, c.recoveredAt = time.Time{}, now
 	}
 	return c.tier
 }

@@ -47,3 +47,41 @@ func TestTierFor(t *testing.T) {
 		}
 	}
 }
+
+func TestControllerWaitsLongerAfterEachRelapse(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	var c Controller
+	now := t0
+	step := func(latency time.Duration, d time.Duration) Tier {
+		now = now.Add(d)
+		return c.Observe(Window{Updates: 3, Latency: latency}, now)
+	}
+	// A link that copes only at Fair's compression: Good overloads it.
+	step(300*time.Millisecond, 0) // Fair
+	recoveries := []time.Duration{}
+	var since time.Time
+	for i := 0; i < 200; i++ {
+		if c.Tier() == Good {
+			step(300*time.Millisecond, 500*time.Millisecond) // relapse at once
+		} else {
+			if since.IsZero() {
+				since = now
+			}
+			if step(40*time.Millisecond, 500*time.Millisecond) == Good {
+				recoveries = append(recoveries, now.Sub(since))
+				since = time.Time{}
+			}
+		}
+	}
+	if len(recoveries) < 3 {
+		t.Fatalf("recoveries = %v", recoveries)
+	}
+	for i := 1; i < len(recoveries); i++ {
+		if recoveries[i] < recoveries[i-1] || recoveries[i] > maxRecoverAfter+time.Second {
+			t.Fatalf("recovery waits %v: want non-decreasing, capped at %v", recoveries, maxRecoverAfter)
+		}
+	}
+	if recoveries[2] < 2*recoveries[0] {
+		t.Fatalf("recovery waits %v: want the wait to double after relapses", recoveries)
+	}
+}

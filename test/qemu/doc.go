@@ -1,9 +1,12 @@
 // Package qemu starts a real QEMU for tests: the same RFB server and serial
 // line KubeVirt's virt-launcher exposes, on unix sockets, with a 512-byte
-// guest that answers on the serial line.
+// guest. Start boots the echo guest, which answers on the serial line;
+// StartWith can boot the moving-screen guest instead (MovingScreen, see
+// moving.go), which repaints the whole VGA screen 18 times a second for
+// tests and benchmarks of the VNC path under motion.
 //
-// The guest is a hand-assembled boot sector (see bootsector.go). Its serial
-// output is a stream of two kinds of record, never interleaved:
+// The echo guest is a hand-assembled boot sector (see bootsector.go). Its
+// serial output is a stream of two kinds of record, never interleaved:
 //
 //   - Banner, written at boot and again whenever the line has received
 //     nothing for about half a second;

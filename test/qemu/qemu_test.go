@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,56 @@ func TestBootSectorLayout(t *testing.T) {
 	}
 	if b[irq4Offset] != 0x50 || b[bannerOffset-1] != 0xCF {
 		t.Errorf("irq4 handler must start with push ax and end with iret right before the banner")
+	}
+}
+
+func TestMovingSectorLayout(t *testing.T) {
+	b := movingSector()
+	if len(b) != sectorSize || len(movingCode) > sectorSize-2 {
+		t.Fatalf("boot sector is %d bytes with %d of code, want %d", len(b), len(movingCode), sectorSize)
+	}
+	if got := binary.LittleEndian.Uint16(b[sectorSize-2:]); got != bootSignature {
+		t.Errorf("signature %#04x, want %#04x", got, bootSignature)
+	}
+	// The loop bounds are the mode's size: cmp cx, 320 and cmp bx, 200.
+	if got := binary.LittleEndian.Uint16(b[0x2B:]); got != mode13hWidth {
+		t.Errorf("column bound %d, want %d", got, mode13hWidth)
+	}
+	if got := binary.LittleEndian.Uint16(b[0x32:]); got != mode13hHeight {
+		t.Errorf("row bound %d, want %d", got, mode13hHeight)
+	}
+}
+
+// TestMovingScreenStarts: the moving guest keeps repainting (its frame
+// marks keep coming), QEMU shows its mode at the advertised size, and
+// QEMU's CPU time can be read.
+func TestMovingScreenStarts(t *testing.T) {
+	vm, err := StartWith(t.Context(), t.TempDir(), Options{Guest: MovingScreen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = vm.Stop() })
+	serial, err := net.Dial("unix", vm.SerialSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = serial.Close() })
+	expect(t, serial, strings.Repeat(string(FrameMark), 5))
+	w, h, err := vm.screenSize(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w != MovingScreenWidth || h != MovingScreenHeight {
+		t.Errorf("screen %dx%d, want %dx%d", w, h, MovingScreenWidth, MovingScreenHeight)
+	}
+	if cpu, err := vm.CPUTime(); err != nil || cpu <= 0 {
+		t.Errorf("QEMU's CPU time %v, %v; want some", cpu, err)
+	}
+}
+
+func TestStartWithRejectsUnknownGuest(t *testing.T) {
+	if _, err := StartWith(t.Context(), t.TempDir(), Options{Guest: Guest(42)}); err == nil || !strings.Contains(err.Error(), "unknown guest") {
+		t.Fatalf("StartWith an unknown guest: %v, want an unknown-guest error", err)
 	}
 }
 
@@ -167,4 +218,65 @@ func expect(t *testing.T, conn net.Conn, want string) {
 	if got, err := readUntil(ctx, conn, want); err != nil {
 		t.Fatalf("waiting for %q: %v (got %q)", want, err, got)
 	}
+}
+
+// rfbSecurityNone is RFB's security type None, QEMU's without a password.
+const rfbSecurityNone = 1
+
+// screenSize performs an RFB 3.8 handshake with security None, as far as
+// ServerInit, and returns the framebuffer size it reports.
+func (vm *VM) screenSize(ctx context.Context) (width, height uint16, err error) {
+	conn, err := vm.dial(ctx, vm.VNCSocket)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = conn.Close() }()
+	if deadline, ok := ctx.Deadline(); ok {
+		if err := conn.SetDeadline(deadline); err != nil {
+			return 0, 0, err
+		}
+	}
+	var version [len(rfbVersion)]byte
+	if _, err := io.ReadFull(conn, version[:]); err != nil {
+		return 0, 0, fmt.Errorf("qemu: read RFB version: %w", err)
+	}
+	if _, err := io.WriteString(conn, rfbVersion); err != nil {
+		return 0, 0, err
+	}
+	types, err := readCounted(conn)
+	if err != nil {
+		return 0, 0, fmt.Errorf("qemu: read security types: %w", err)
+	}
+	if !slices.Contains(types, rfbSecurityNone) {
+		return 0, 0, fmt.Errorf("qemu: security types %v lack None", types)
+	}
+	if _, err := conn.Write([]byte{rfbSecurityNone}); err != nil {
+		return 0, 0, err
+	}
+	var result [4]byte
+	if _, err := io.ReadFull(conn, result[:]); err != nil {
+		return 0, 0, fmt.Errorf("qemu: read security result: %w", err)
+	}
+	if binary.BigEndian.Uint32(result[:]) != 0 {
+		return 0, 0, fmt.Errorf("qemu: security None refused")
+	}
+	if _, err := conn.Write([]byte{1}); err != nil { // ClientInit, shared
+		return 0, 0, err
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(conn, size[:]); err != nil {
+		return 0, 0, fmt.Errorf("qemu: read ServerInit: %w", err)
+	}
+	return binary.BigEndian.Uint16(size[:2]), binary.BigEndian.Uint16(size[2:]), nil
+}
+
+// readCounted reads a one-byte count and that many bytes.
+func readCounted(r io.Reader) ([]byte, error) {
+	var n [1]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, err
+	}
+	b := make([]byte, n[0])
+	_, err := io.ReadFull(r, b)
+	return b, err
 }
