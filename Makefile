@@ -12,7 +12,7 @@ TEST_FLAGS ?= -count=1 -p 1 -timeout 15m
 
 export CERT_MANAGER_VERSION
 
-.PHONY: all build bench test test-deps ui ui-test policy-test unit envtest-bins manifests crds generate verify-generated lint fmt check-format vet demo fuzz clean
+.PHONY: all build bench test test-deps ui ui-test chart-lint policy-test unit envtest-bins manifests crds generate verify-generated lint fmt check-format vet demo fuzz clean
 
 all: build
 
@@ -20,6 +20,17 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 OPA := $(BIN)/opa
+HELM := $(BIN)/helm
+
+$(HELM): hack/tools/go.mod hack/tools/go.sum hack/build-helm.sh
+	hack/build-helm.sh $@
+
+## chart-lint: helm lint --strict and helm template, with and without cert-manager.
+chart-lint: $(HELM)
+	$(HELM) lint --strict charts/virtstation
+	$(HELM) lint --strict charts/virtstation --set certManager.enabled=false
+	$(HELM) template virtstation charts/virtstation -n virtstation-system >/dev/null
+	$(HELM) template virtstation charts/virtstation -n virtstation-system --set certManager.enabled=false >/dev/null
 
 $(OPA): hack/tools/go.mod hack/tools/go.sum
 	$(GO) build -modfile=hack/tools/go.mod -o $@ github.com/open-policy-agent/opa
@@ -56,7 +67,7 @@ test-deps:
 	@hack/install-test-deps.sh
 
 ## test: unit tests, envtest integration tests, and generated-file drift.
-test: test-deps envtest-bins verify-generated vet check-format policy-test ui-test
+test: test-deps envtest-bins verify-generated vet check-format policy-test ui-test chart-lint
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) test $(TEST_FLAGS) ./...
 
 ## ui: rebuild the browser client (bridge/ui/dist) from web/ with npm. The

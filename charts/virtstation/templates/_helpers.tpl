@@ -1,0 +1,111 @@
+{{/* Name of the chart, or nameOverride. */}}
+{{- define "virtstation.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Prefix of every object name: fullnameOverride, else the release name when it
+already contains the chart name, else <release>-<chart>. Kept to 40
+characters so that the longest suffix (-webhook-metrics) still fits in 63.
+*/}}
+{{- define "virtstation.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := include "virtstation.name" . }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Labels on every object. */}}
+{{- define "virtstation.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "virtstation.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Selector labels of one component: include with (list $ "webhook"). */}}
+{{- define "virtstation.selectorLabels" -}}
+{{- $ := index . 0 -}}
+app.kubernetes.io/name: {{ include "virtstation.name" $ }}
+app.kubernetes.io/instance: {{ $.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{/* All labels of one component: include with (list $ "webhook"). */}}
+{{- define "virtstation.componentLabels" -}}
+{{ include "virtstation.labels" (index . 0) }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{/* Names of the objects other templates and the webhook's flags refer to. */}}
+{{- define "virtstation.webhookName" -}}{{ include "virtstation.fullname" . }}-webhook{{- end }}
+{{- define "virtstation.bridgeName" -}}{{ include "virtstation.fullname" . }}-bridge{{- end }}
+{{- define "virtstation.webhookSecret" -}}{{ include "virtstation.fullname" . }}-webhook-tls{{- end }}
+{{- define "virtstation.certsSecret" -}}{{ include "virtstation.fullname" . }}-webhook-certs{{- end }}
+{{- define "virtstation.mutatingName" -}}{{ include "virtstation.fullname" . }}-mutating{{- end }}
+{{- define "virtstation.validatingName" -}}{{ include "virtstation.fullname" . }}-validating{{- end }}
+{{- define "virtstation.caName" -}}{{ include "virtstation.fullname" . }}-ca{{- end }}
+
+{{/*
+The Secret the bridge serves TLS from: bridge.tls.existingSecret, else the
+one cert-manager issues, else "" (plain HTTP).
+*/}}
+{{- define "virtstation.bridgeTLSSecret" -}}
+{{- if .Values.bridge.tls.enabled }}
+{{- if .Values.bridge.tls.existingSecret }}
+{{- .Values.bridge.tls.existingSecret }}
+{{- else if .Values.certManager.enabled }}
+{{- include "virtstation.fullname" . }}-bridge-tls
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Image of one component: include with (list $ .Values.webhook.image). */}}
+{{- define "virtstation.image" -}}
+{{- $ := index . 0 }}
+{{- printf "%s/%s:%s" $.Values.image.registry (index . 1).repository (default $.Chart.AppVersion $.Values.image.tag) }}
+{{- end }}
+
+{{/*
+The pod affinity of one component: its affinity value, else the generated
+anti-affinity. include with (list $ "webhook" .Values.webhook).
+*/}}
+{{- define "virtstation.affinity" -}}
+{{- $ := index . 0 }}
+{{- $v := index . 2 }}
+{{- if $v.affinity -}}
+{{- toYaml $v.affinity }}
+{{- else if eq $v.podAntiAffinity "soft" -}}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "virtstation.selectorLabels" (list $ (index . 1)) | nindent 12 }}
+{{- else if eq $v.podAntiAffinity "hard" -}}
+podAntiAffinity:
+  requiredDuringSchedulingIgnoredDuringExecution:
+    - topologyKey: kubernetes.io/hostname
+      labelSelector:
+        matchLabels:
+          {{- include "virtstation.selectorLabels" (list $ (index . 1)) | nindent 10 }}
+{{- end }}
+{{- end }}
+
+{{/* The namespaces the VM and data-disk webhooks skip. */}}
+{{- define "virtstation.excludedNamespaces" -}}
+{{- $ns := list "kube-system" .Release.Namespace }}
+{{- range .Values.webhook.excludedNamespaces }}
+{{- if not (has . $ns) }}{{ $ns = append $ns . }}{{ end }}
+{{- end }}
+{{- toYaml $ns }}
+{{- end }}

@@ -1,0 +1,101 @@
+package deploy
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// TestHelmLint runs helm lint --strict for the default values and without
+// cert-manager.
+func TestHelmLint(t *testing.T) {
+	for name, values := range map[string][]string{"default values": nil, certManagerOff: {certManagerOff}} {
+		t.Run(name, func(t *testing.T) {
+			args := []string{"lint", "--strict", chartDir(t), "--namespace", releaseNamespace}
+			for _, v := range values {
+				args = append(args, "--set", v)
+			}
+			out, err := runHelm(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "1 chart(s) linted, 0 chart(s) failed") {
+				t.Errorf("helm lint: %s", out)
+			}
+		})
+	}
+}
+
+// TestValuesSchema checks that values.schema.json refuses a misspelled or
+// mistyped value instead of rendering without it.
+func TestValuesSchema(t *testing.T) {
+	cases := map[string]struct{ set, want string }{
+		"unknown field":     {"webhook.replica=3", "additional properties 'replica' not allowed"},
+		"bad duration":      {"webhook.claimGrace=2min", "claimGrace"},
+		"timeout too long":  {"webhook.timeoutSeconds=60", "timeoutSeconds"},
+		"unknown top level": {"certmanager.enabled=false", "additional properties 'certmanager' not allowed"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := runHelm(t, "template", releaseName, chartDir(t), "--set", tc.set)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("helm template --set %s: %v, want an error with %q", tc.set, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestServiceMonitor checks the optional ServiceMonitors by rendering only:
+// the monitoring.coreos.com CRDs are not installed in the test control
+// plane, so the dry-run test leaves them out. Each endpoint must name a
+// port of a Service its selector picks.
+func TestServiceMonitor(t *testing.T) {
+	for _, values := range [][]string{{"serviceMonitor.enabled=true"}, {"serviceMonitor.enabled=true", certManagerOff}} {
+		objs := renderChart(t, values...)
+		sms := ofKind(objs, "ServiceMonitor")
+		if len(sms) != 2 {
+			t.Fatalf("%v: %d ServiceMonitors, want 2 (webhook, bridge)", values, len(sms))
+		}
+		for _, sm := range sms {
+			checkServiceMonitor(t, objs, sm)
+		}
+	}
+	if sms := ofKind(renderChart(t), "ServiceMonitor"); len(sms) != 0 {
+		t.Errorf("ServiceMonitors rendered by default: %v", keys(sms))
+	}
+}
+
+func checkServiceMonitor(t *testing.T, objs []*unstructured.Unstructured, sm *unstructured.Unstructured) {
+	t.Helper()
+	sel, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	if len(sel) == 0 || len(endpoints) == 0 {
+		t.Fatalf("%s: no selector or endpoints", key(sm))
+	}
+	ports := map[string]bool{}
+	for _, svc := range ofKind(objs, "Service") {
+		if !subset(sel, svc.GetLabels()) {
+			continue
+		}
+		list, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+		for _, p := range list {
+			ports[p.(map[string]any)["name"].(string)] = true
+		}
+	}
+	for _, e := range endpoints {
+		port, _ := e.(map[string]any)["port"].(string)
+		if !ports[port] {
+			t.Errorf("%s: endpoint port %q is on none of the Services it selects (ports %v)", key(sm), port, ports)
+		}
+	}
+}
+
+func subset(sel, labels map[string]string) bool {
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
