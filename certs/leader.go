@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -208,58 +207,79 @@ func (r *Rotator) apply(m *material, acts []action, now time.Time) (*material, e
 // not want. The JSON patch tests the resourceVersion it was computed from,
 // so it never overwrites a concurrent edit it has not seen.
 func (r *Rotator) syncBundle(ctx context.Context, sec *corev1.Secret, a action, want []byte) error {
-	api := r.client.AdmissionregistrationV1()
-	var patched runtime.Object
-	switch a.config.kind {
-	case mutatingKind:
-		c, err := api.MutatingWebhookConfigurations().Get(ctx, a.config.name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", a.config, err)
-		}
-		current := make([][]byte, len(c.Webhooks))
-		for i, w := range c.Webhooks {
-			current[i] = w.ClientConfig.CABundle
-		}
-		p, err := bundlePatch(c.ResourceVersion, current, want)
-		if err != nil || p == nil {
-			return err
-		}
-		var out *admissionregistrationv1.MutatingWebhookConfiguration
-		out, err = api.MutatingWebhookConfigurations().Patch(ctx, a.config.name, types.JSONPatchType, p, metav1.PatchOptions{FieldManager: fieldManager})
-		if err != nil {
-			return fmt.Errorf("patch caBundle of %s: %w", a.config, err)
-		}
-		patched = out
-	case validatingKind:
-		c, err := api.ValidatingWebhookConfigurations().Get(ctx, a.config.name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", a.config, err)
-		}
-		current := make([][]byte, len(c.Webhooks))
-		for i, w := range c.Webhooks {
-			current[i] = w.ClientConfig.CABundle
-		}
-		p, err := bundlePatch(c.ResourceVersion, current, want)
-		if err != nil || p == nil {
-			return err
-		}
-		var out *admissionregistrationv1.ValidatingWebhookConfiguration
-		out, err = api.ValidatingWebhookConfigurations().Patch(ctx, a.config.name, types.JSONPatchType, p, metav1.PatchOptions{FieldManager: fieldManager})
-		if err != nil {
-			return fmt.Errorf("patch caBundle of %s: %w", a.config, err)
-		}
-		patched = out
-	default:
-		return fmt.Errorf("unknown webhook configuration kind %q", a.config.kind)
+	cfg, err := r.bundleConfig(a.config)
+	if err != nil {
+		return err
+	}
+	rv, current, err := cfg.get(ctx)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", a.config, err)
+	}
+	p, err := bundlePatch(rv, current, want)
+	if err != nil || p == nil {
+		return err
+	}
+	patched, err := cfg.patch(ctx, p)
+	if err != nil {
+		return fmt.Errorf("patch caBundle of %s: %w", a.config, err)
 	}
 	r.record(sec, patched, a, true, nil)
 	return nil
+}
+
+// bundleConfig reads and patches one webhook configuration's caBundles,
+// whichever kind it is.
+type bundleConfig struct {
+	// get returns the resourceVersion and each webhook's caBundle.
+	get   func(ctx context.Context) (string, [][]byte, error)
+	patch func(ctx context.Context, p []byte) (runtime.Object, error)
+}
+
+func (r *Rotator) bundleConfig(ref configRef) (bundleConfig, error) {
+	api := r.client.AdmissionregistrationV1()
+	opts := metav1.PatchOptions{FieldManager: fieldManager}
+	switch ref.kind {
+	case mutatingKind:
+		c := api.MutatingWebhookConfigurations()
+		return bundleConfig{
+			get: func(ctx context.Context) (string, [][]byte, error) {
+				obj, err := c.Get(ctx, ref.name, metav1.GetOptions{})
+				if err != nil {
+					return "", nil, err
+				}
+				b := make([][]byte, len(obj.Webhooks))
+				for i, w := range obj.Webhooks {
+					b[i] = w.ClientConfig.CABundle
+				}
+				return obj.ResourceVersion, b, nil
+			},
+			patch: func(ctx context.Context, p []byte) (runtime.Object, error) {
+				return c.Patch(ctx, ref.name, types.JSONPatchType, p, opts)
+			},
+		}, nil
+	case validatingKind:
+		c := api.ValidatingWebhookConfigurations()
+		return bundleConfig{
+			get: func(ctx context.Context) (string, [][]byte, error) {
+				obj, err := c.Get(ctx, ref.name, metav1.GetOptions{})
+				if err != nil {
+					return "", nil, err
+				}
+				b := make([][]byte, len(obj.Webhooks))
+				for i, w := range obj.Webhooks {
+					b[i] = w.ClientConfig.CABundle
+				}
+				return obj.ResourceVersion, b, nil
+			},
+			patch: func(ctx context.Context, p []byte) (runtime.Object, error) {
+				return c.Patch(ctx, ref.name, types.JSONPatchType, p, opts)
+			},
+		}, nil
+	}
+	return bundleConfig{}, fmt.Errorf("unknown webhook configuration kind %q", ref.kind)
 }
 
 // jsonPatchOp is one RFC 6902 operation.
