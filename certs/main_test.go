@@ -33,19 +33,16 @@ import (
 )
 
 var (
-	cpOnce    sync.Once
+	shared    envtest.Shared
 	cp        *envtest.ControlPlane
-	cpErr     error
+	adminOnce sync.Once
 	admin     kubernetes.Interface
-	addUserMu sync.Mutex
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if cp != nil {
-		if err := cp.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop control plane:", err)
-		}
+	if err := shared.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop control plane:", err)
 	}
 	os.Exit(code)
 }
@@ -54,19 +51,14 @@ func TestMain(m *testing.M) {
 // the unit tests and fuzzing run without one.
 func controlPlane(t *testing.T) {
 	t.Helper()
-	cpOnce.Do(func() {
-		cp, cpErr = envtest.StartControlPlane()
-		if cpErr == nil {
-			cfg := rest.CopyConfig(cp.Config)
-			// The probes below poll continuously; client-go's default of 5
-			// requests per second would throttle them, not the API server.
-			cfg.QPS, cfg.Burst = 500, 1000
-			admin = kubernetes.NewForConfigOrDie(cfg)
-		}
+	c := shared.Get(t)
+	adminOnce.Do(func() {
+		cfg := rest.CopyConfig(c.Config)
+		// The probes below poll continuously; client-go's default of 5
+		// requests per second would throttle them, not the API server.
+		cfg.QPS, cfg.Burst = 500, 1000
+		cp, admin = c, kubernetes.NewForConfigOrDie(cfg)
 	})
-	if cpErr != nil {
-		t.Fatalf("control plane: %v", cpErr)
-	}
 }
 
 // Timeouts of the integration tests.
@@ -120,9 +112,7 @@ func userWithRules(t *testing.T, name, ns string, rules, clusterRules []rbacv1.P
 			t.Fatal(err)
 		}
 	}
-	addUserMu.Lock() // envtest's certificate authority is not safe for concurrent use
 	cfg, err := cp.AddUser(name)
-	addUserMu.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}

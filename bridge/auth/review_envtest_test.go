@@ -21,18 +21,15 @@ import (
 )
 
 var (
-	cpOnce sync.Once
-	cp     *envtest.ControlPlane
-	cpErr  error
-	kube   kubernetes.Interface
+	shared   envtest.Shared
+	kubeOnce sync.Once
+	kube     kubernetes.Interface
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if cp != nil {
-		if err := cp.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop control plane:", err)
-		}
+	if err := shared.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop control plane:", err)
 	}
 	os.Exit(code)
 }
@@ -41,14 +38,8 @@ func TestMain(m *testing.M) {
 // without one.
 func startControlPlane(t *testing.T) {
 	t.Helper()
-	cpOnce.Do(func() {
-		if cp, cpErr = envtest.StartControlPlane(); cpErr == nil {
-			kube = kubernetes.NewForConfigOrDie(cp.Config)
-		}
-	})
-	if cpErr != nil {
-		t.Fatal(cpErr)
-	}
+	cp := shared.Get(t)
+	kubeOnce.Do(func() { kube = kubernetes.NewForConfigOrDie(cp.Config) })
 }
 
 // serviceAccountToken creates a ServiceAccount and returns a token for it,

@@ -18,19 +18,16 @@ import (
 )
 
 var (
-	cpOnce    sync.Once
+	shared    envtest.Shared
 	cp        *envtest.ControlPlane
-	cpErr     error
+	adminOnce sync.Once
 	admin     kubernetes.Interface
-	addUserMu sync.Mutex
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if cp != nil {
-		if err := cp.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop control plane:", err)
-		}
+	if err := shared.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop control plane:", err)
 	}
 	os.Exit(code)
 }
@@ -39,15 +36,8 @@ func TestMain(m *testing.M) {
 // unit tests and fuzzing (go test -fuzz) run without one.
 func controlPlane(t *testing.T) {
 	t.Helper()
-	cpOnce.Do(func() {
-		cp, cpErr = envtest.StartControlPlane()
-		if cpErr == nil {
-			admin = kubernetes.NewForConfigOrDie(cp.Config)
-		}
-	})
-	if cpErr != nil {
-		t.Fatalf("control plane: %v", cpErr)
-	}
+	c := shared.Get(t)
+	adminOnce.Do(func() { cp, admin = c, kubernetes.NewForConfigOrDie(c.Config) })
 }
 
 // fast are the durations of the tests' replicas: a crashed replica's slots
@@ -84,9 +74,7 @@ func bridgeNamespace(t *testing.T) (string, kubernetes.Interface) {
 	if _, err := admin.RbacV1().RoleBindings(ns.Name).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	addUserMu.Lock() // envtest's certificate authority is not safe for concurrent use
 	cfg, err := cp.AddUser(user)
-	addUserMu.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
+	"testing"
 
 	"k8s.io/client-go/rest"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -22,6 +24,9 @@ type ControlPlane struct {
 
 	env    *crenvtest.Environment
 	tmpDir string
+	// addUser serializes AddUser: envtest's certificate authority is not
+	// safe for concurrent use.
+	addUser sync.Mutex
 }
 
 // Option configures StartControlPlane.
@@ -72,6 +77,8 @@ func StartControlPlane(opts ...Option) (*ControlPlane, error) {
 // AddUser returns a rest.Config for a new user in the given groups,
 // authenticated by a client certificate.
 func (cp *ControlPlane) AddUser(name string, groups ...string) (*rest.Config, error) {
+	cp.addUser.Lock()
+	defer cp.addUser.Unlock()
 	u, err := cp.env.AddUser(crenvtest.User{Name: name, Groups: groups}, nil)
 	if err != nil {
 		return nil, err
@@ -87,4 +94,32 @@ func (cp *ControlPlane) removeTmp() error {
 		return nil
 	}
 	return os.RemoveAll(cp.tmpDir)
+}
+
+// Shared is one bare control plane for a package's tests, started on first
+// use so that the package's unit tests and fuzzing (go test -fuzz) run
+// without one. Stop it in TestMain after m.Run.
+type Shared struct {
+	once sync.Once
+	cp   *ControlPlane
+	err  error
+}
+
+// Get starts the control plane on the first call and returns it; a failed
+// start fails t.
+func (s *Shared) Get(t testing.TB) *ControlPlane {
+	t.Helper()
+	s.once.Do(func() { s.cp, s.err = StartControlPlane() })
+	if s.err != nil {
+		t.Fatalf("control plane: %v", s.err)
+	}
+	return s.cp
+}
+
+// Stop stops the control plane if it was started.
+func (s *Shared) Stop() error {
+	if s.cp == nil {
+		return nil
+	}
+	return s.cp.Stop()
 }
