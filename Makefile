@@ -88,6 +88,7 @@ unit:
 bench:
 	$(GO) test ./webhooks/validate -run '^$$' -bench BenchmarkEvaluateVsCEL -benchmem -count 5
 	$(GO) test ./bridge/vnc -run '^$$' -bench BenchmarkAdaptiveVNC -count 3
+	$(GO) test ./test/bench/relay -run '^$$' -bench BenchmarkVNCRelay -benchtime 1x
 
 ## fuzz: run every fuzz target for FUZZTIME each.
 FUZZTIME ?= 20s

@@ -6,9 +6,10 @@
 #   openssh-server    a real sshd for the bridge's SSH tests
 #   chromium          a real headless browser for the built-in client's tests
 #   fonts-dejavu-core a font for the browser's terminal
+#   websockify        the peer of the bridge in the VNC relay benchmark
 # It installs only what is missing, so a prepared machine pays nothing.
 set -euo pipefail
-packages=(cloud-init fdisk qemu-system-x86 openssh-server chromium fonts-dejavu-core)
+packages=(cloud-init fdisk qemu-system-x86 openssh-server chromium fonts-dejavu-core websockify)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
