@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtstation/virtstation/bridge/auth"
+	"github.com/virtstation/virtstation/bridge/relay"
 	"github.com/virtstation/virtstation/bridge/session"
 	"github.com/virtstation/virtstation/bridge/sshbridge"
 	"github.com/virtstation/virtstation/bridge/ui"
@@ -80,6 +81,8 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: handshakeTimeout,
 		Subprotocols:     clientSubprotocols,
+		ReadBufferSize:   relay.BufferSize,
+		WriteBufferSize:  relay.BufferSize,
 		// The Origin was checked before the upgrade, with the allowlist.
 		CheckOrigin: func(*http.Request) bool { return true },
 	}

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"errors"
+	"io"
 	"sync"
 	"time"
 
@@ -29,13 +30,28 @@ type WSOptions struct {
 	WriteTimeout time.Duration
 }
 
+// BufferSize is the read and write buffer of every relayed WebSocket, for
+// gorilla's Upgrader and Dialer: large enough that a 32 KiB message from
+// virt-handler is read in one system call and written in one frame.
+const BufferSize = 64 << 10
+
+// initialMessageBuffer is where a WS's reusable message buffer starts; it
+// grows to the largest message seen (at most the read limit).
+const initialMessageBuffer = 32 << 10
+
 // WS is a WebSocket Endpoint. One goroutine may read and one may write;
-// Close may be called from any goroutine, more than once.
+// Close may be called from any goroutine, more than once. ReadMessage
+// reuses one buffer: the message it returns is valid until the next call,
+// which is how Relay uses it (a message is written before the next read).
 type WS struct {
 	conn      *websocket.Conn
 	opts      WSOptions
 	done      chan struct{}
 	closeOnce sync.Once
+	buf       []byte
+	// writeDeadline is the deadline last set; it is moved forward only once
+	// it is nearer than half the write timeout, not on every message.
+	writeDeadline time.Time
 }
 
 // NewWS applies opts to conn and starts its pinger.
@@ -72,7 +88,7 @@ func (w *WS) ping() {
 // reading (normally the peer's close reply) drops the connection at once,
 // so the peer sees the end without waiting for closeGrace.
 func (w *WS) ReadMessage() (int, []byte, error) {
-	kind, p, err := w.conn.ReadMessage()
+	kind, p, err := w.readMessage()
 	if err != nil {
 		select {
 		case <-w.done:
@@ -85,10 +101,41 @@ func (w *WS) ReadMessage() (int, []byte, error) {
 	return kind, p, nil
 }
 
-// WriteMessage writes one message within the write timeout.
+// readMessage reads the next message into the reusable buffer.
+func (w *WS) readMessage() (int, []byte, error) {
+	kind, r, err := w.conn.NextReader()
+	if err != nil {
+		return 0, nil, err
+	}
+	if w.buf == nil {
+		w.buf = make([]byte, 0, min(initialMessageBuffer, max(w.opts.ReadLimit, 512)))
+	}
+	b := w.buf[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow; the read limit bounds it
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			w.buf = b
+			return kind, b, nil
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+	}
+}
+
+// WriteMessage writes one message within the write timeout: a peer that
+// accepts nothing for about that long fails the write.
 func (w *WS) WriteMessage(kind int, p []byte) error {
-	if err := w.conn.SetWriteDeadline(time.Now().Add(w.opts.WriteTimeout)); err != nil {
-		return err
+	now := time.Now()
+	if w.writeDeadline.Sub(now) < w.opts.WriteTimeout/2 {
+		w.writeDeadline = now.Add(w.opts.WriteTimeout)
+		if err := w.conn.SetWriteDeadline(w.writeDeadline); err != nil {
+			return err
+		}
 	}
 	return w.conn.WriteMessage(kind, p)
 }

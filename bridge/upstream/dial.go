@@ -14,6 +14,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"k8s.io/client-go/rest"
+
+	"github.com/virtstation/virtstation/bridge/relay"
 )
 
 // Subprotocol is the one KubeVirt's subresources speak: raw bytes in binary
@@ -139,6 +141,8 @@ func (d *Dialer) Dial(ctx context.Context, namespace, name string, sub Subresour
 		HandshakeTimeout: handshakeTimeout,
 		Subprotocols:     []string{Subprotocol},
 		Proxy:            http.ProxyFromEnvironment,
+		ReadBufferSize:   relay.BufferSize,
+		WriteBufferSize:  relay.BufferSize,
 	}
 	conn, resp, err := wd.DialContext(ctx, d.url(scheme, path, q), h)
 	if err != nil {

@@ -81,8 +81,11 @@ func main() {
 		HandshakeTimeout: handshakeTimeout,
 		Subprotocols:     clientSubprotocols,
 		CheckOrigin:      func(*http.Request) bool { return true },
+		ReadBufferSize:   relay.BufferSize,
+		WriteBufferSize:  relay.BufferSize,
 	}
-	dialer := websocket.Dialer{HandshakeTimeout: handshakeTimeout, Subprotocols: []string{"plain.kubevirt.io"}}
+	dialer := websocket.Dialer{HandshakeTimeout: handshakeTimeout, Subprotocols: []string{"plain.kubevirt.io"},
+		ReadBufferSize: relay.BufferSize, WriteBufferSize: relay.BufferSize}
 	ctx := context.Background()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		upConn, _, err := dialer.DialContext(r.Context(), *upstream, nil)
