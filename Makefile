@@ -85,8 +85,11 @@ unit:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /test/)
 
 ## bench: benchmarks with their peers, side by side (see docs/benchmarks.md).
-bench:
+bench: envtest-bins test-deps
 	$(GO) test ./webhooks/validate -run '^$$' -bench BenchmarkEvaluateVsCEL -benchmem -count 5
+	$(GO) test ./webhooks/validate -run '^$$' -bench BenchmarkAdmissionStages -benchmem -count 5
+	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) test ./test/bench/admission -run '^$$' -bench BenchmarkAdmission -benchtime 1x
+	$(GO) test ./test/bench/admission -run '^$$' -bench BenchmarkWebhookServer -benchtime 1x -rates 100,200,300,400,600,800,1000
 	$(GO) test ./bridge/vnc -run '^$$' -bench BenchmarkAdaptiveVNC -count 3
 	$(GO) test ./test/bench/relay -run '^$$' -bench BenchmarkVNCRelay -benchtime 1x
 
