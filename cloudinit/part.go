@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"sigs.k8s.io/yaml"
+	"go.yaml.in/yaml/v2"
 )
 
 // renderedHeader opens every rendered part. Its second line marks the
@@ -37,8 +37,8 @@ func (p Part) IsZero() bool {
 
 // mergeRule is one entry of cloud-config's merge_how list form.
 type mergeRule struct {
-	Name     string   `json:"name"`
-	Settings []string `json:"settings"`
+	Name     string   `yaml:"name"`
+	Settings []string `yaml:"settings"`
 }
 
 // mergeHow makes cloud-init, when it merges this part into the cloud-config
@@ -50,20 +50,22 @@ var mergeHow = []mergeRule{
 	{Name: "dict", Settings: []string{"no_replace", "recurse_list"}},
 }
 
-// document is the rendered cloud-config. Keys come out sorted (the YAML is
-// produced from JSON), so equal parts render to equal bytes.
+// document is the rendered cloud-config. Its fields are in key order, so
+// the keys come out sorted and equal parts render to equal bytes. It is
+// marshalled with yaml.v2 directly: a JSON round trip through
+// sigs.k8s.io/yaml cost most of a mutation's time.
 type document struct {
-	MergeHow          []mergeRule `json:"merge_how"`
-	Bootcmd           [][]string  `json:"bootcmd,omitempty"`
-	Runcmd            [][]string  `json:"runcmd,omitempty"`
-	SSHAuthorizedKeys []string    `json:"ssh_authorized_keys,omitempty"`
-	Users             []any       `json:"users,omitempty"`
+	Bootcmd           [][]string  `yaml:"bootcmd,omitempty"`
+	MergeHow          []mergeRule `yaml:"merge_how"`
+	Runcmd            [][]string  `yaml:"runcmd,omitempty"`
+	SSHAuthorizedKeys []string    `yaml:"ssh_authorized_keys,omitempty"`
+	Users             []any       `yaml:"users,omitempty"`
 }
 
 // userEntry is a named account in cloud-config's users list.
 type userEntry struct {
-	Name              string   `json:"name"`
-	SSHAuthorizedKeys []string `json:"ssh_authorized_keys"`
+	Name              string   `yaml:"name"`
+	SSHAuthorizedKeys []string `yaml:"ssh_authorized_keys"`
 }
 
 // defaultUser names the distribution's default account in a users list; it
