@@ -139,6 +139,15 @@ func (e *Env) AddAdmin(name string) ([]byte, error) {
 	return u.KubeConfig()
 }
 
+// WebhookURL is the HTTPS address of path on the webhook server the API
+// server calls, and caBundle the CA it trusts that server with: what a
+// webhook configuration's clientConfig needs to reach a handler registered
+// on e.Manager's webhook server.
+func (e *Env) WebhookURL(path string) (url string, caBundle []byte) {
+	wio := &e.env.WebhookInstallOptions
+	return "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort)) + path, wio.LocalServingCAData
+}
+
 // Stop stops the webhook manager and the control plane.
 func (e *Env) Stop() error {
 	var mgrErr error

@@ -94,6 +94,9 @@ type run struct {
 	Extras []extraRow
 	// PeerExtras is the same for the CEL peer (expected: nothing).
 	PeerExtras []extraRow
+	// NoopWebhooks are the no-op pair's calls per create and the mean time
+	// the API server waited on each: the transport floor of a webhook call.
+	NoopWebhooks []extraRow
 	// Webhooks are the webhook calls per labelled create and the mean time
 	// the API server waited on each.
 	Webhooks []extraRow
@@ -110,6 +113,9 @@ type bench struct {
 	s    spec
 	ns   string
 	next map[variant]int
+	// disks is how many VMs of each variant can be created: full VM i
+	// uses the pre-created data disks i.
+	disks int
 }
 
 func newBench(ctx context.Context, tb testing.TB, e *envtest.Env, s spec, disks int) *bench {
@@ -128,7 +134,7 @@ func newBench(ctx context.Context, tb testing.TB, e *envtest.Env, s spec, disks 
 	if err := c.Create(ctx, nsObj); err != nil {
 		tb.Fatal(err)
 	}
-	bn := &bench{env: e, c: c, cs: cs, s: s, ns: nsObj.Name, next: map[variant]int{}}
+	bn := &bench{env: e, c: c, cs: cs, s: s, ns: nsObj.Name, next: map[variant]int{}, disks: disks}
 	keys := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: bn.ns, Name: "team-keys", Labels: map[string]string{api.LabelSSHPublicKey: api.LabelTrue}},
 		StringData: map[string]string{"authorized_keys": teamKey},
@@ -140,6 +146,9 @@ func newBench(ctx context.Context, tb testing.TB, e *envtest.Env, s spec, disks 
 		bn.createDisks(ctx, tb, disks)
 	}
 	if err := installPeer(ctx, c, bn.ns); err != nil {
+		tb.Fatal(err)
+	}
+	if err := installNoop(ctx, e, c, bn.ns); err != nil {
 		tb.Fatal(err)
 	}
 	// The webhook is ready once its policies are loaded: retry a dry run.
@@ -273,14 +282,24 @@ func (bn *bench) count(ctx context.Context, tb testing.TB, v variant, n int) (ma
 // the counting phase.
 func runSpec(ctx context.Context, tb testing.TB, e *envtest.Env, s spec, n, m int) run {
 	tb.Helper()
-	bn := newBench(ctx, tb, e, s, min(warmUp, n)+n+m)
+	disks := min(warmUp, n) + n + m
+	if *apiserverProfile != "" {
+		disks += profileDisks
+	}
+	bn := newBench(ctx, tb, e, s, disks)
 	r := run{Latency: bn.measure(ctx, tb, n)}
+	defer bn.profileSpec(ctx, tb)
 	unlab, _ := bn.count(ctx, tb, unlabelled, m)
 	lab, handlers := bn.count(ctx, tb, labelled, m)
 	peer, _ := bn.count(ctx, tb, celPeer, m)
+	noop, noopHandlers := bn.count(ctx, tb, noopPeer, m)
 	r.Extras = extras(lab, unlab, m)
 	r.Webhooks, r.Handlers = webhookCalls(lab, m), handlers
 	r.PeerExtras = extras(peer, unlab, m)
+	r.NoopWebhooks = webhookCalls(noop, m)
+	for _, p := range []string{noopMutatePath, noopValidatePath} {
+		r.Handlers[p] = noopHandlers[p]
+	}
 	return r
 }
 
@@ -323,8 +342,13 @@ func report(b *testing.B, s spec, r run, n, m int) {
 	b.ReportMetric(p50[labelled]/p50[unlabelled], "b/a")
 	b.ReportMetric(p50[labelled]/p50[celPeer], "b/c")
 	b.ReportMetric(p50[celPeer]/p50[unlabelled], "c/a")
-	lines = append(lines, fmt.Sprintf("  ratios of medians: b/a %.2f  b/c %.2f  c/a %.2f",
-		p50[labelled]/p50[unlabelled], p50[labelled]/p50[celPeer], p50[celPeer]/p50[unlabelled]))
+	b.ReportMetric(p50[noopPeer]/p50[unlabelled], "d/a")
+	b.ReportMetric(p50[labelled]/p50[noopPeer], "b/d")
+	lines = append(lines, fmt.Sprintf("  ratios of medians: b/a %.2f  b/c %.2f  c/a %.2f  d/a %.2f  b/d %.2f",
+		p50[labelled]/p50[unlabelled], p50[labelled]/p50[celPeer], p50[celPeer]/p50[unlabelled],
+		p50[noopPeer]/p50[unlabelled], p50[labelled]/p50[noopPeer]))
+	lines = append(lines, fmt.Sprintf("  the two webhook calls add %.2f ms (Virtstation) and %.2f ms (no-op pair) to the median create",
+		p50[labelled]-p50[unlabelled], p50[noopPeer]-p50[unlabelled]))
 	writes := 0.0
 	lines = append(lines, fmt.Sprintf("  API requests per labelled create beyond an unlabelled one (%d creates each, background included):", m))
 	for _, x := range r.Extras {
@@ -336,6 +360,10 @@ func report(b *testing.B, s spec, r run, n, m int) {
 	b.ReportMetric(writes, "extra-writes/create")
 	lines = append(lines, "  webhook calls per labelled create, mean wait in the API server (transport included):")
 	for _, x := range r.Webhooks {
+		lines = append(lines, fmt.Sprintf("    %-50s %5.2f per create, mean %.2f ms", x.Key, x.PerCreate, x.MeanMs))
+	}
+	lines = append(lines, "  the no-op pair's calls per create, mean wait in the API server (transport included):")
+	for _, x := range r.NoopWebhooks {
 		lines = append(lines, fmt.Sprintf("    %-50s %5.2f per create, mean %.2f ms", x.Key, x.PerCreate, x.MeanMs))
 	}
 	lines = append(lines, "  mean time in the webhook handler per call (controller-runtime's histogram):")
@@ -390,6 +418,22 @@ func TestAdmissionProtocol(t *testing.T) {
 	}
 	if plain.Annotations[api.AnnotationInjected] != "" {
 		t.Errorf("unlabelled VM %s was mutated", plain.Name)
+	}
+	noop := newVM(full, noopPeer, bn.ns, 0)
+	if err := bn.c.Get(ctx, client.ObjectKeyFromObject(noop), noop); err != nil {
+		t.Fatal(err)
+	}
+	if noop.Annotations[api.AnnotationInjected] != "" {
+		t.Errorf("no-op-webhook VM %s was mutated by Virtstation", noop.Name)
+	}
+	calls, err := handlerTimes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{noopMutatePath, noopValidatePath} {
+		if calls[p].Count < 2 {
+			t.Errorf("the no-op webhook %s was called %v times, want at least the 2 measured creates", p, calls[p].Count)
+		}
 	}
 	for name, edit := range map[string]func(map[string]string){
 		"mount under /etc":  func(a map[string]string) { a[api.AnnotationDataDisks] = "x:/etc/x" },

@@ -29,9 +29,10 @@ const (
 	unlabelled variant = "a-unlabelled" // no webhook is called
 	labelled   variant = "b-labelled"   // the Virtstation webhooks mutate and validate
 	celPeer    variant = "c-cel-peer"   // the ValidatingAdmissionPolicy peer, no webhook
+	noopPeer   variant = "d-noop-hooks" // a mutating and a validating webhook that do nothing
 )
 
-var variants = []variant{unlabelled, labelled, celPeer}
+var variants = []variant{unlabelled, labelled, celPeer, noopPeer}
 
 // peerLabel selects the VMs the ValidatingAdmissionPolicy binding applies to.
 const peerLabel = "bench.virtstation.io/peer"
@@ -75,6 +76,8 @@ func newVM(s spec, v variant, ns string, i int) *kubevirtv1.VirtualMachine {
 		labels[api.LabelManaged] = api.LabelTrue
 	case celPeer:
 		labels[peerLabel] = "cel"
+	case noopPeer:
+		labels[peerLabel] = "noop"
 	}
 	guest := resource.MustParse("16Gi")
 	return &kubevirtv1.VirtualMachine{
