@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,6 +38,7 @@ func main() {
 		replica  string
 		origins  string
 		lease    time.Duration
+		pprofAt  string
 		opts     bridge.Options
 		hostname = os.Getenv("POD_NAME")
 	)
@@ -48,6 +50,7 @@ func main() {
 	flag.StringVar(&ns, "namespace", os.Getenv("POD_NAMESPACE"), "the bridge's namespace, where session Leases and SSH host-key pins live (default: $POD_NAMESPACE)")
 	flag.StringVar(&replica, "replica", hostname, "this replica's name in session Leases (default: $POD_NAME or the host name)")
 	flag.StringVar(&origins, "allowed-origins", "", "comma-separated web origins besides the bridge's own that may open sessions (\"*\" for any)")
+	flag.StringVar(&pprofAt, "pprof-bind-address", "", "address to serve net/http/pprof on, for profiling (empty: off); it has no authentication, so bind it to localhost")
 	flag.DurationVar(&lease, "lease-duration", 15*time.Second, "how long a crashed replica's sessions stay held")
 	flag.DurationVar(&opts.IdleTimeout, "idle-timeout", bridge.DefaultIdleTimeout, "close a session after this long without user input")
 	flag.DurationVar(&opts.PingInterval, "ping-interval", bridge.DefaultPingInterval, "WebSocket ping interval")
@@ -68,6 +71,13 @@ func main() {
 	}
 
 	ctx := ctrl.SetupSignalHandler()
+	if pprofAt != "" {
+		go func() {
+			if err := servePprof(ctx, pprofAt); err != nil {
+				log.Error(err, "serve pprof")
+			}
+		}()
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := bridge.NewFromConfig(ctx, ctrl.GetConfigOrDie(), bridge.Config{
@@ -107,6 +117,24 @@ func serve(ctx context.Context, listen, certDir string, h http.Handler) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// servePprof serves net/http/pprof on addr until ctx ends. It is off by
+// default (--pprof-bind-address ""), like controller-runtime's manager
+// option of the same name.
+func servePprof(ctx context.Context, addr string) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	hs := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: readHeaderTimeout}
+	context.AfterFunc(ctx, func() { _ = hs.Close() })
+	if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
