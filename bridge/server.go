@@ -81,8 +81,10 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: handshakeTimeout,
 		Subprotocols:     clientSubprotocols,
-		ReadBufferSize:   relay.BufferSize,
-		WriteBufferSize:  relay.BufferSize,
+		// ReadBufferSize 0 keeps net/http's 4 KiB reader (relay.ReadBufferSize);
+		// write buffers are pooled, so an idle session holds none.
+		WriteBufferSize: relay.WriteBufferSize,
+		WriteBufferPool: relay.WriteBufferPool(),
 		// The Origin was checked before the upgrade, with the allowlist.
 		CheckOrigin: func(*http.Request) bool { return true },
 	}

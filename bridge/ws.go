@@ -72,7 +72,7 @@ func (s *Server) session(m mode, byVM bool) http.HandlerFunc {
 				s.refuse(w, r, m, cred, p)
 				return
 			}
-			up = relay.NewWS(conn, relay.WSOptions{ReadLimit: upstreamReadLimit, PingInterval: s.opts.PingInterval, WriteTimeout: s.opts.WriteTimeout})
+			up = relay.NewWS(conn, relay.WSOptions{ReadLimit: upstreamReadLimit, PingInterval: s.opts.PingInterval, WriteTimeout: s.opts.WriteTimeout, Coalesce: true})
 		}
 		conn, err := s.upgrader.Upgrade(w, r, nil)
 		if err != nil {

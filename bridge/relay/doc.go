@@ -3,11 +3,14 @@
 //
 // Concurrency contract: Relay runs one goroutine per direction, so each
 // Endpoint has exactly one reader and one writer; close frames and pings go
-// through gorilla's WriteControl, which is safe beside them. Memory per
-// session is bounded: a direction holds at most one message in flight, and
-// every socket has a read limit, so a slow client slows its upstream instead
-// of growing a buffer. Every read and write has a deadline, and pings every
-// PingInterval keep idle-but-alive sockets open through proxies.
+// through gorilla's WriteControl, which is safe beside them (pings are sent
+// from a timer, not a goroutine of their own). Memory per session is
+// bounded: a direction holds at most one message in flight, and every
+// socket has a read limit, so a slow client slows its upstream instead of
+// growing a buffer. An idle session holds no large buffer: message, write
+// and read-ahead buffers come from pools while bytes are in flight (see
+// WS and ReadAheadConn). Every read and write has a deadline, and pings
+// every PingInterval keep idle-but-alive sockets open through proxies.
 //
 // A session ends for exactly one reason, which both sides hear in a close
 // frame: see the Code constants.

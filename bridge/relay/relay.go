@@ -38,11 +38,13 @@ type Interceptor interface {
 	// message of the interceptor's own upstream (a paced request, a
 	// repaint), serialized with the forwarded client messages.
 	Start(send func(p []byte) error)
-	// Client handles a client message, as a ClientFilter does.
+	// Client handles a client message, as a ClientFilter does. The bytes
+	// to forward need only stay valid until the next call.
 	Client(kind int, p []byte) (forward []byte, input bool, err error)
-	// Upstream is called with each message from upstream before it is
-	// written to the client, so that state the client's reply depends on
-	// is recorded before the client can reply.
+	// Upstream is called with each message read from upstream (several
+	// joined into one when the upstream WS coalesces) before it is written
+	// to the client, so that state the client's reply depends on is
+	// recorded before the client can reply.
 	Upstream(p []byte)
 	// Delivered is called after that message reached the client.
 	Delivered(p []byte)

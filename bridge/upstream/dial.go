@@ -141,8 +141,12 @@ func (d *Dialer) Dial(ctx context.Context, namespace, name string, sub Subresour
 		HandshakeTimeout: handshakeTimeout,
 		Subprotocols:     []string{Subprotocol},
 		Proxy:            http.ProxyFromEnvironment,
-		ReadBufferSize:   relay.BufferSize,
-		WriteBufferSize:  relay.BufferSize,
+		// Read ahead from the socket, so the relay can gather the messages
+		// that have arrived into one write to the client.
+		NetDialContext:  relay.DialReadAhead,
+		ReadBufferSize:  relay.ReadBufferSize,
+		WriteBufferSize: relay.WriteBufferSize,
+		WriteBufferPool: relay.WriteBufferPool(),
 	}
 	conn, resp, err := wd.DialContext(ctx, d.url(scheme, path, q), h)
 	if err != nil {

@@ -27,6 +27,10 @@ const (
 	staleRequest = time.Second
 )
 
+// maxKeptOutput bounds the output buffer a Proxy keeps between client
+// messages; a larger one (a big cut text) is dropped once forwarded.
+const maxKeptOutput = 4 << 10
+
 // pace is the least time between two incremental update requests per tier:
 // Good forwards them as the client sends them; Fair allows ~15 updates a
 // second; Poor ~5, so QEMU coalesces the changes of many frames into one.
@@ -61,16 +65,17 @@ type Options struct {
 
 // Proxy is the RFB-aware layer of one VNC session, a relay.Interceptor.
 // Client runs on the relay's client pump, Upstream and Delivered on its
-// upstream pump, and its own goroutine paces requests; a mutex guards the
-// shared state. Both directions' bytes go through package rfb before they
-// are forwarded, as rfb requires.
+// upstream pump, and a timer (a goroutine only while it fires) paces
+// requests, closes measurement windows, asks for the idle repaint and logs;
+// a mutex guards the shared state. The timer is armed only for what is due,
+// so an idle session costs no wake-ups. Both directions' bytes go through
+// package rfb before they are forwarded, as rfb requires.
 type Proxy struct {
 	opts   Options
 	client *rfb.ClientParser
 	server *rfb.ServerTracker
 	send   func([]byte) error
-	stop   chan struct{}
-	done   chan struct{}
+	timer  *time.Timer
 
 	mu        sync.Mutex
 	ctl       Controller
@@ -89,14 +94,25 @@ type Proxy struct {
 	deliveredAt   time.Time
 	awaitingReply bool
 	replied       bool // the client has replied at least once: it asks per update
-	// The current window and the repaint.
+	// The current window and the repaint. A window opens with its first
+	// measurement (an idle screen measures nothing) and closes at windowEnd.
 	winLatencies []time.Duration
+	windowOpen   bool
+	windowEnd    time.Time
 	lastUpdate   time.Time
 	moved        bool
+	// The timer: wakeAt is when it is armed for (zero when not); firing is
+	// set while a wake-up runs, which re-arms it when done; stopped by Stop.
+	wakeAt  time.Time
+	firing  bool
+	stopped bool
+	idle    *sync.Cond // signalled when firing ends
 	// Totals for the throughput log.
 	logAt                      time.Time
 	bytesToClient, bytesToVM   int64
 	updatesLogged, updatesSeen int
+	// out is Client's reusable output.
+	out []byte
 }
 
 // NewProxy returns the proxy of one session.
@@ -105,8 +121,9 @@ func NewProxy(opts Options) *Proxy {
 		opts.Now = time.Now
 	}
 	s := rfb.NewSession()
-	return &Proxy{opts: opts, client: rfb.NewClientParser(s), server: rfb.NewServerTracker(s),
-		stop: make(chan struct{}), done: make(chan struct{})}
+	p := &Proxy{opts: opts, client: rfb.NewClientParser(s), server: rfb.NewServerTracker(s)}
+	p.idle = sync.NewCond(&p.mu)
+	return p
 }
 
 var _ relay.Interceptor = (*Proxy)(nil)
@@ -114,26 +131,46 @@ var _ relay.Interceptor = (*Proxy)(nil)
 // Start implements relay.Interceptor.
 func (p *Proxy) Start(send func([]byte) error) {
 	p.send = send
+	// Created stopped-in-effect, armed under the lock: a wake-up never runs
+	// before p.timer is set.
+	p.timer = time.AfterFunc(time.Hour, p.wake)
+	p.timer.Stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.logAt = p.opts.Now()
-	go p.run()
+	p.schedule(p.logAt)
 }
 
-// Stop implements relay.Interceptor.
+// Stop implements relay.Interceptor. It waits for a wake-up in progress, so
+// the proxy sends nothing after Stop returns.
 func (p *Proxy) Stop() {
-	close(p.stop)
-	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped = true
+	p.timer.Stop()
+	for p.firing {
+		p.idle.Wait()
+	}
 }
 
 // Client implements relay.Interceptor: it parses the client's bytes and
 // forwards them message by message, rewriting SetEncodings and holding
 // incremental update requests as the tier asks. An unknown or oversized
 // message ends the session with the parser's reason.
+//
+// The bytes it returns are valid until the next call, as the relay's
+// message is.
 func (p *Proxy) Client(_ int, b []byte) ([]byte, bool, error) {
-	var out []byte
 	input := false
 	now := p.opts.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	out := p.out[:0]
+	defer func() {
+		if cap(out) <= maxKeptOutput {
+			p.out = out
+		}
+	}()
 	p.bytesToVM += int64(len(b))
 	err := p.client.Feed(b, func(m rfb.Message) error {
 		switch body := m.Body.(type) {
@@ -150,7 +187,8 @@ func (p *Proxy) Client(_ int, b []byte) ([]byte, bool, error) {
 		case rfb.FramebufferUpdateRequest:
 			p.clientReplied(now)
 			if body.Incremental && p.opts.Adaptive && !p.mayForward(now) {
-				p.held = slices.Clone(m.Raw)
+				p.held = append(p.held[:0], m.Raw...)
+				p.arm(now, now.Add(tick))
 				return nil
 			}
 			p.forwarded(now, body.Incremental)
@@ -163,6 +201,9 @@ func (p *Proxy) Client(_ int, b []byte) ([]byte, bool, error) {
 	if err != nil {
 		return nil, false, &relay.EndingError{Ending: relay.Ending{Code: relay.CodeProtocolError, Reason: err.Error()}}
 	}
+	if len(out) == 0 {
+		return nil, input, nil
+	}
 	return out, input, nil
 }
 
@@ -173,7 +214,10 @@ func (p *Proxy) clientReplied(now time.Time) {
 	}
 	d := now.Sub(p.deliveredAt)
 	p.awaitingReply, p.replied = false, true
-	p.winLatencies = append(p.winLatencies, d)
+	if p.opts.Adaptive { // only the controller reads windows
+		p.openWindow(now)
+		p.winLatencies = append(p.winLatencies, d)
+	}
 	if p.opts.Observer != nil {
 		p.opts.Observer.Reply(d)
 	}
@@ -189,7 +233,7 @@ func (p *Proxy) mayForward(now time.Time) bool {
 }
 
 func (p *Proxy) forwarded(now time.Time, incremental bool) {
-	p.held = nil // a forwarded request covers any held one
+	p.held = p.held[:0] // a forwarded request covers any held one
 	if !p.pending {
 		p.pending, p.pendingAt = true, now
 	}
@@ -238,51 +282,110 @@ func (p *Proxy) Delivered([]byte) {
 			p.opts.Observer.Update(now.Sub(p.pendingAt))
 		}
 	}
+	if !p.opts.Adaptive {
+		return
+	}
+	p.openWindow(now)
+	if len(p.held) > 0 {
+		p.arm(now, now) // the held request may go now
+	} else {
+		p.arm(now, p.lastUpdate.Add(idleRepaint))
+	}
 }
 
-// run paces held requests, closes measurement windows, asks for the idle
-// repaint and writes the throughput log.
-func (p *Proxy) run() {
-	defer close(p.done)
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	windowEnd := p.opts.Now().Add(window)
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-t.C:
+// openWindow starts a measurement window with its first measurement and
+// arms the timer for its end.
+func (p *Proxy) openWindow(now time.Time) {
+	if p.windowOpen {
+		return
+	}
+	p.windowOpen = true
+	if p.windowEnd.Before(now) {
+		p.windowEnd = now.Add(window)
+	}
+	p.arm(now, p.windowEnd)
+}
+
+// arm makes the timer fire no later than at. Called with p.mu held.
+func (p *Proxy) arm(now, at time.Time) {
+	if p.stopped || (!p.wakeAt.IsZero() && !at.Before(p.wakeAt)) {
+		return
+	}
+	p.wakeAt = at
+	if !p.firing { // a wake-up in progress arms the timer when it ends
+		p.timer.Reset(max(at.Sub(now), 0))
+	}
+}
+
+// schedule arms the timer for the next thing due. Called with p.mu held.
+func (p *Proxy) schedule(now time.Time) {
+	if p.opts.Adaptive {
+		if len(p.held) > 0 {
+			p.arm(now, now.Add(tick))
 		}
-		now := p.opts.Now()
-		var msgs [][]byte
-		p.mu.Lock()
-		if p.opts.Adaptive {
-			if p.held != nil && p.mayForward(now) {
-				msgs = append(msgs, p.held)
-				p.forwarded(now, true)
-			}
-			if !now.Before(windowEnd) {
-				windowEnd = now.Add(window)
-				msgs = append(msgs, p.closeWindow(now)...)
-			}
-			if p.moved && now.Sub(p.lastUpdate) >= idleRepaint {
-				p.moved = false
-				if w, h := p.client.Session().FramebufferSize(); w > 0 && h > 0 {
-					msgs = append(msgs, rfb.EncodeFramebufferUpdateRequest(false, 0, 0, w, h))
-					p.forwarded(now, false)
-				}
-			}
-		} else if !now.Before(windowEnd) {
-			windowEnd = now.Add(window)
-			p.winLatencies = p.winLatencies[:0]
+		if p.windowOpen {
+			p.arm(now, p.windowEnd)
 		}
-		p.logThroughput(now)
+		if p.moved {
+			p.arm(now, p.lastUpdate.Add(idleRepaint))
+		}
+	}
+	if p.opts.LogInterval > 0 {
+		p.arm(now, p.logAt.Add(p.opts.LogInterval))
+	}
+}
+
+// wake forwards a held request that may go, closes the measurement
+// window, asks for the idle repaint and writes the throughput log, each
+// when due, then arms the timer for what is due next.
+func (p *Proxy) wake() {
+	now := p.opts.Now()
+	var msgs [][]byte
+	p.mu.Lock()
+	if p.stopped || p.firing {
 		p.mu.Unlock()
-		for _, m := range msgs {
-			if err := p.send(m); err != nil {
-				return // the session is ending
+		return
+	}
+	p.firing, p.wakeAt = true, time.Time{}
+	if p.opts.Adaptive {
+		if len(p.held) > 0 && p.mayForward(now) {
+			msgs = append(msgs, slices.Clone(p.held))
+			p.forwarded(now, true)
+		}
+		if p.windowOpen && !now.Before(p.windowEnd) {
+			p.windowOpen = false
+			p.windowEnd = now.Add(window)
+			msgs = append(msgs, p.closeWindow(now)...)
+		}
+		if p.moved && now.Sub(p.lastUpdate) >= idleRepaint {
+			p.moved = false
+			if w, h := p.client.Session().FramebufferSize(); w > 0 && h > 0 {
+				msgs = append(msgs, rfb.EncodeFramebufferUpdateRequest(false, 0, 0, w, h))
+				p.forwarded(now, false)
 			}
 		}
+	}
+	p.logThroughput(now)
+	p.mu.Unlock()
+
+	var err error
+	for _, m := range msgs {
+		if err = p.send(m); err != nil {
+			break // the session is ending
+		}
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.firing = false
+	p.idle.Broadcast()
+	if err != nil || p.stopped {
+		return
+	}
+	now = p.opts.Now()
+	p.schedule(now)
+	if !p.wakeAt.IsZero() {
+		p.timer.Reset(max(p.wakeAt.Sub(now), 0))
 	}
 }
 
@@ -294,6 +397,9 @@ func (p *Proxy) closeWindow(now time.Time) [][]byte {
 		w.Pending = now.Sub(p.deliveredAt)
 	}
 	p.winLatencies = p.winLatencies[:0]
+	if p.awaitingReply && p.replied {
+		p.windowOpen = true // the next window goes on measuring the wait
+	}
 	before := p.ctl.Tier()
 	after := p.ctl.Observe(w, now)
 	if after == before {

@@ -135,3 +135,39 @@ func TestProxyPassesServerBytesItCannotFrame(t *testing.T) {
 		t.Fatal("the tracker should have given up")
 	}
 }
+
+func TestProxyArmsNoTimerWhenNothingIsDue(t *testing.T) {
+	p, _ := handshaken(t, false)
+	p.Upstream(updateBytes())
+	p.Delivered(nil)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.wakeAt.IsZero() {
+		t.Fatalf("a proxy with the controller off and no log interval armed its timer for %s", p.wakeAt)
+	}
+}
+
+func TestProxyAsksForTheIdleRepaintThenSleeps(t *testing.T) {
+	p, s := handshaken(t, true)
+	if _, _, err := p.Client(0, rfb.EncodeFramebufferUpdateRequest(false, 0, 0, 640, 480)); err != nil {
+		t.Fatal(err)
+	}
+	p.Upstream(updateBytes())
+	p.Delivered(nil)
+	deadline := time.Now().Add(idleRepaint + 2*time.Second)
+	for len(s.all()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	want := rfb.EncodeFramebufferUpdateRequest(false, 0, 0, 640, 480)
+	if got := s.all(); len(got) != 1 || string(got[0]) != string(want) {
+		t.Fatalf("after a still second the proxy sent %x, want one non-incremental request", got)
+	}
+	// The client never replies and nothing moves: once the window that
+	// measured the wait closes, nothing more is due until something happens.
+	time.Sleep(2 * window)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.moved || len(p.held) > 0 || !p.wakeAt.IsZero() {
+		t.Fatalf("after the repaint: moved %v, held %x, timer armed for %s; want nothing due", p.moved, p.held, p.wakeAt)
+	}
+}

@@ -132,15 +132,17 @@ func startBridge(tb testing.TB, upstreamURL string, adaptive bool, obs *observer
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
 	sessions := make(chan bridgeSession, 1)
-	upgrader := websocket.Upgrader{}
+	// The bridge's buffer settings (bridge/server.go, bridge/upstream).
+	upgrader := websocket.Upgrader{WriteBufferSize: relay.WriteBufferSize, WriteBufferPool: relay.WriteBufferPool()}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		dialer := websocket.Dialer{HandshakeTimeout: rigTimeout}
+		dialer := websocket.Dialer{HandshakeTimeout: rigTimeout, NetDialContext: relay.DialReadAhead,
+			ReadBufferSize: relay.ReadBufferSize, WriteBufferSize: relay.WriteBufferSize, WriteBufferPool: relay.WriteBufferPool()}
 		upConn, _, err := dialer.DialContext(r.Context(), upstreamURL, nil)
 		if err != nil {
 			http.Error(w, "upstream: "+err.Error(), http.StatusBadGateway)
 			return
 		}
-		up := relay.NewWS(upConn, relay.WSOptions{ReadLimit: upstreamReadLimit, PingInterval: pingInterval, WriteTimeout: writeTimeout})
+		up := relay.NewWS(upConn, relay.WSOptions{ReadLimit: upstreamReadLimit, PingInterval: pingInterval, WriteTimeout: writeTimeout, Coalesce: true})
 		conn, err := upgrader.Upgrade(w, r, nil)
 		if err != nil {
 			_ = up.Close(websocket.CloseNormalClosure, "client handshake failed")

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,10 @@ import (
 // profileEnv names a file for a CPU profile of the bridge's process
 // (vncbridge -cpuprofile), written when the rig stops.
 const profileEnv = "VNCRELAY_BRIDGE_CPUPROFILE"
+
+// copyRelayBuffer is path (e)'s buffer: what the bridge's ReadAheadConn
+// reads at once.
+const copyRelayBuffer = 256 << 10
 
 // spans are the lengths of one comparison.
 type spans struct {
@@ -42,6 +47,7 @@ type path struct {
 type sample struct {
 	mbps      float64 // bulk MB/s (10^6 bytes) read by the client
 	cpuPerGB  float64 // proxy CPU seconds per GB (10^9 bytes) relayed
+	rigPerGB  float64 // the benchmark process's CPU seconds per GB: source, client, stand-in
 	p50, p99  time.Duration
 	msgsPerS  float64
 	sessionOK string // the bridge's session line, when it prints one
@@ -77,6 +83,12 @@ func startRig(tb testing.TB) *rig {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(tcp.Stop)
+	tcpCopy, err := StartListener(ctx, "tcprelay", filepath.Join(bin, "tcprelay"), "-target", src.Addr(),
+		"-buffer", strconv.Itoa(copyRelayBuffer))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(tcpCopy.Stop)
 	wsfy, err := StartWebsockify(ctx, src.Addr())
 	if err != nil {
 		tb.Fatal(err)
@@ -100,6 +112,7 @@ func startRig(tb testing.TB) *rig {
 		{name: "d", label: "bridge, adaptive on", proc: br, bridge: true, dial: func(id string) (*Client, error) {
 			return DialWS("ws://" + br.Addr + "/vnc?adaptive=on&session=" + id)
 		}},
+		{name: "e", label: "tcp relay (read/write, 256 KiB)", proc: tcpCopy, dial: func(string) (*Client, error) { return DialTCP(tcpCopy.Addr) }},
 	}}
 }
 
@@ -145,9 +158,9 @@ func (r *rig) bulk(p path, sp spans, s *sample) error {
 	errc := make(chan error, 1)
 	go func() { errc <- c.Stream(&n) }()
 	time.Sleep(sp.warmUp)
-	n0, cpu0, t0 := n.Load(), must(p.proc.CPU()), time.Now()
+	n0, cpu0, self0, t0 := n.Load(), must(p.proc.CPU()), must(SelfCPU()), time.Now()
 	time.Sleep(sp.bulk)
-	n1, cpu1, t1 := n.Load(), must(p.proc.CPU()), time.Now()
+	n1, cpu1, self1, t1 := n.Load(), must(p.proc.CPU()), must(SelfCPU()), time.Now()
 	select {
 	case err := <-errc:
 		_ = c.Close()
@@ -162,6 +175,7 @@ func (r *rig) bulk(p path, sp spans, s *sample) error {
 	}
 	s.mbps = bytes / t1.Sub(t0).Seconds() / 1e6
 	s.cpuPerGB = (cpu1 - cpu0).Seconds() / (bytes / 1e9)
+	s.rigPerGB = (self1 - self0).Seconds() / (bytes / 1e9)
 	if p.bridge {
 		line, err := sessionLine(p.proc.Lines, id)
 		if err != nil {
@@ -236,14 +250,15 @@ func must(d time.Duration, err error) time.Duration {
 
 // summary is the medians of a path's samples.
 type summary struct {
-	mbps, cpuPerGB, msgsPerS float64
-	p50, p99                 time.Duration
+	mbps, cpuPerGB, rigPerGB, msgsPerS float64
+	p50, p99                           time.Duration
 }
 
 func summarize(ss []sample) summary {
 	return summary{
 		mbps:     median(ss, func(s sample) float64 { return s.mbps }),
 		cpuPerGB: median(ss, func(s sample) float64 { return s.cpuPerGB }),
+		rigPerGB: median(ss, func(s sample) float64 { return s.rigPerGB }),
 		msgsPerS: median(ss, func(s sample) float64 { return s.msgsPerS }),
 		p50:      time.Duration(median(ss, func(s sample) float64 { return float64(s.p50) })),
 		p99:      time.Duration(median(ss, func(s sample) float64 { return float64(s.p99) })),
@@ -275,13 +290,14 @@ func median(ss []sample, f func(sample) float64) float64 {
 // report writes the table, the ratios and the goals to w.
 func (r *rig) report(w io.Writer, res map[string][]sample, sp spans) map[string]float64 {
 	fmt.Fprintf(w, "\nVNC relay paths, medians of %d rounds (bulk %s per session, round trips for %s):\n\n", sp.rounds, sp.bulk, sp.echo)
-	fmt.Fprintln(w, "| path | bulk MB/s | proxy CPU s/GB | 100 B round trip p50 µs | p99 µs | msgs/s |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| path | bulk MB/s | proxy CPU s/GB | rig CPU s/GB | 100 B round trip p50 µs | p99 µs | msgs/s |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, p := range r.paths {
 		s := summarize(res[p.name])
-		fmt.Fprintf(w, "| (%s) %s | %.0f | %.2f | %.0f | %.0f | %.0f |\n", p.name, p.label, s.mbps, s.cpuPerGB,
-			float64(s.p50)/1e3, float64(s.p99)/1e3, s.msgsPerS)
+		fmt.Fprintf(w, "| (%s) %s | %.0f | %.2f | %.2f | %.0f | %.0f | %.0f |\n", p.name, p.label, s.mbps, s.cpuPerGB,
+			s.rigPerGB, float64(s.p50)/1e3, float64(s.p99)/1e3, s.msgsPerS)
 	}
+	fmt.Fprintln(w, "\nrig CPU: the benchmark's own process (source, client and, on (c) and (d), the upstream stand-in).")
 	mbps := func(s sample) float64 { return s.mbps }
 	cpu := func(s sample) float64 { return s.cpuPerGB }
 	p50 := func(s sample) float64 { return float64(s.p50) }
@@ -290,7 +306,7 @@ func (r *rig) report(w io.Writer, res map[string][]sample, sp spans) map[string]
 	fmt.Fprintln(w, "\nRatios (median over rounds of the same round's ratio):")
 	fmt.Fprintln(w, "\n| path | bulk ÷ (a) | bulk ÷ (b) | p50 ÷ (b) | p99 ÷ (b) | CPU/GB ÷ (b) | CPU/GB ÷ (a) |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
-	for _, n := range []string{"b", "c", "d"} {
+	for _, n := range []string{"b", "c", "d", "e"} {
 		x := res[n]
 		row := []float64{
 			pairedRatio(x, res["a"], mbps), pairedRatio(x, res["b"], mbps),

@@ -131,6 +131,17 @@ func (p *Proc) Stop() {
 // (websockify's per-connection handlers).
 func (p *Proc) CPU() (time.Duration, error) { return treeCPU(p.cmd.Process.Pid) }
 
+// SelfCPU is this process's user+sys time: the source, the client and the
+// upstream stand-in (websockify and the proxies are processes of their
+// own).
+func SelfCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, err
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
 func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

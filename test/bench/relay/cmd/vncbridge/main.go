@@ -81,11 +81,12 @@ func main() {
 		HandshakeTimeout: handshakeTimeout,
 		Subprotocols:     clientSubprotocols,
 		CheckOrigin:      func(*http.Request) bool { return true },
-		ReadBufferSize:   relay.BufferSize,
-		WriteBufferSize:  relay.BufferSize,
+		WriteBufferSize:  relay.WriteBufferSize,
+		WriteBufferPool:  relay.WriteBufferPool(),
 	}
 	dialer := websocket.Dialer{HandshakeTimeout: handshakeTimeout, Subprotocols: []string{"plain.kubevirt.io"},
-		ReadBufferSize: relay.BufferSize, WriteBufferSize: relay.BufferSize}
+		NetDialContext: relay.DialReadAhead, ReadBufferSize: relay.ReadBufferSize,
+		WriteBufferSize: relay.WriteBufferSize, WriteBufferPool: relay.WriteBufferPool()}
 	ctx := context.Background()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		upConn, _, err := dialer.DialContext(r.Context(), *upstream, nil)
@@ -94,7 +95,7 @@ func main() {
 			log.Printf("vncbridge: dial upstream: %v", err)
 			return
 		}
-		up := relay.NewWS(upConn, relay.WSOptions{ReadLimit: upstreamReadLimit, PingInterval: pingInterval, WriteTimeout: writeTimeout})
+		up := relay.NewWS(upConn, relay.WSOptions{ReadLimit: upstreamReadLimit, PingInterval: pingInterval, WriteTimeout: writeTimeout, Coalesce: true})
 		conn, err := upgrader.Upgrade(w, r, nil)
 		if err != nil {
 			_ = up.Close(websocket.CloseNormalClosure, "client handshake failed")

@@ -1,0 +1,4 @@
+package relay
+
+// CloseGrace is closeGrace, for relay_test.
+const CloseGrace = closeGrace
