@@ -18,11 +18,24 @@ label := "virtstation.io/data-disk=true"
 # self is this VM as claims name it: "<namespace>/<name>".
 self := concat("/", [input.namespace, input.name])
 
-# fine contains the index of each data disk that exists, is labelled, is not
-# claimed by another live VM and, when attached writable, is shared with no
-# one: the common case, checked cheaply.
+# fine contains the index of each data disk that may be attached (ok).
 fine contains i if {
 	some i, d in input.dataDisks
+	ok(d)
+}
+
+# ok(d): data disk d exists, is labelled, is not claimed by another live VM
+# and, when attached writable, is shared with no one. The first body is the
+# common case (a free disk) in plain comparisons, which Rego evaluates much
+# faster than the function calls of the second, the rule itself.
+ok(d) if {
+	s := input.disks[d.name]
+	s.exists == true
+	s.labelled == true
+	s.claimLive == false
+	s.sharedBy == []
+	s.usedBy == []
+} else if {
 	s := input.disks[d.name]
 	s.exists
 	s.labelled
@@ -49,7 +62,8 @@ suspect[i] := d if {
 
 # deny looks at the precise checks only when some disk is not fine.
 deny contains v if {
-	count(fine) < count(input.dataDisks)
+	some d in input.dataDisks
+	not ok(d)
 	some v in problems
 }
 

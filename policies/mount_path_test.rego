@@ -102,3 +102,18 @@ test_violation_shape if {
 test_non_string_mount_path_ignored if {
 	count(deny) == 0 with input as {"dataDisks": [{"index": 0, "name": "a", "mountPath": 7}]}
 }
+
+# The common case is checked on all the paths at once (paths_fine); a bad
+# path among good ones, a path holding a line break, and paths longer
+# together than one may be are still judged path by path.
+test_paths_checked_together if {
+	fields(["/data", "/lib64"]) == {mp(1)}
+	fields(["/data", "/srv/a\n/srv/b"]) == {mp(1)}
+	fields(["/srv/a\n/srv/b"]) == {mp(0)}
+	fields(["/data", "/srv", "/data/"]) == {mp(2)}
+	fields(["/srv/x", "/srv/x"]) == {mp(1)}
+	a := concat("", ["/", concat("", [x | some _ in numbers.range(1, 200); x := "a"])])
+	b := concat("", ["/", concat("", [x | some _ in numbers.range(1, 200); x := "b"])])
+	count(deny) == 0 with input as vm([a, b])
+	fields([a, b, a]) == {mp(2)}
+}

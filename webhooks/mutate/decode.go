@@ -15,7 +15,9 @@ import (
 // key like "Interfaces" would fill the typed view while the generic object
 // has no "interfaces": the two views would disagree. The API server prunes
 // such keys before admission; for other callers (render) DecodeVM rejects
-// them with the path and the key that was meant.
+// them with the path and the key that was meant. The check is first made
+// from the Go types alone (keyCaseClean), which settles the common case;
+// only a doubtful object has its typed view encoded and compared.
 func DecodeVM(raw []byte) (map[string]any, *kubevirtv1.VirtualMachine, error) {
 	var obj map[string]any
 	if err := json.Unmarshal(raw, &obj); err != nil {
@@ -25,18 +27,28 @@ func DecodeVM(raw []byte) (map[string]any, *kubevirtv1.VirtualMachine, error) {
 	if err := json.Unmarshal(raw, vm); err != nil {
 		return nil, nil, fmt.Errorf("decode VirtualMachine: %w", err)
 	}
-	canonical, err := json.Marshal(vm)
-	if err != nil {
-		return nil, nil, fmt.Errorf("decode VirtualMachine: %w", err)
+	if keyCaseClean(obj, vmType) {
+		// The common case, told from the Go types alone: the check below
+		// would pass.
+		return obj, vm, nil
 	}
-	var typed map[string]any
-	if err := json.Unmarshal(canonical, &typed); err != nil {
-		return nil, nil, fmt.Errorf("decode VirtualMachine: %w", err)
-	}
-	if err := checkKeyCase(obj, typed, ""); err != nil {
+	if err := checkKeyCaseEncoded(obj, vm); err != nil {
 		return nil, nil, err
 	}
 	return obj, vm, nil
+}
+
+// checkKeyCaseEncoded runs checkKeyCase against the typed view's encoding.
+func checkKeyCaseEncoded(obj map[string]any, vm *kubevirtv1.VirtualMachine) error {
+	canonical, err := json.Marshal(vm)
+	if err != nil {
+		return fmt.Errorf("decode VirtualMachine: %w", err)
+	}
+	var typed map[string]any
+	if err := json.Unmarshal(canonical, &typed); err != nil {
+		return fmt.Errorf("decode VirtualMachine: %w", err)
+	}
+	return checkKeyCase(obj, typed, "")
 }
 
 // checkKeyCase walks raw beside the typed view's encoding and fails on a key

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -100,23 +101,43 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	} else if resp, ok := h.writeSecrets(ctx, req, in, res.Secrets); !ok {
 		return resp
 	}
-	out, err := json.Marshal(res.Object)
+	// The patch is the diff of the decoded request object and the mutated
+	// one (what PatchResponseFromRaw would compute from their bytes).
+	ops, err := Patch(in.Object, res.Object)
 	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encode mutated object: %w", err))
+		logf.FromContext(ctx).Error(err, "build patch", "uid", req.UID, "namespace", in.Namespace, "name", in.Name)
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not build the patch; see the webhook log for request %s", req.UID))
 	}
-	resp := admission.PatchResponseFromRaw(req.Object.Raw, out)
+	resp := admission.Patched("", ops...)
+	if len(ops) > 0 {
+		pt := admissionv1.PatchTypeJSONPatch
+		resp.PatchType = &pt
+	}
 	resp.Warnings = res.Warnings
 	return resp
 }
 
-// writeSecrets writes the Secrets the admitted VM needs. ok is false when
-// the admission must fail with resp.
+// writeSecrets writes the Secrets the admitted VM needs, concurrently:
+// they are distinct objects, each written with its own optimistic
+// concurrency (SecretWriter). All writes finish before it returns; the
+// answer is decided by the first failed write in order, as if they had been
+// written one after another. ok is false when the admission must fail with
+// resp.
 func (h *Handler) writeSecrets(ctx context.Context, req admission.Request, in Input, writes []SecretWrite) (admission.Response, bool) {
-	for _, w := range writes {
-		if h.secrets == nil {
-			return admission.Errored(http.StatusInternalServerError, errors.New("virtstation webhook has no secret writer configured")), false
-		}
-		err := h.secrets.Write(ctx, w, in.VM)
+	if len(writes) == 0 {
+		return admission.Response{}, true
+	}
+	if h.secrets == nil {
+		return admission.Errored(http.StatusInternalServerError, errors.New("virtstation webhook has no secret writer configured")), false
+	}
+	errs := make([]error, len(writes))
+	var wg sync.WaitGroup
+	for i, w := range writes {
+		wg.Go(func() { errs[i] = h.secrets.Write(ctx, w, in.VM) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		w := writes[i]
 		if errors.Is(err, ErrForeignSecret) {
 			return Deny(field.ErrorList{field.Forbidden(field.NewPath("metadata", "name"), fmt.Sprintf(
 				"Secret %s/%s already exists and is not managed by virtstation (label %s=%s); Virtstation needs that name for this VM (rule: secrets; fix: rename or remove that Secret, or rename the VM)",

@@ -467,6 +467,14 @@ func FuzzMutate(f *testing.F) {
 	cluster := fuzzCluster()
 
 	f.Fuzz(func(t *testing.T, raw, oldRaw []byte) {
+		// DecodeVM's shortcut never admits what its full key check rejects.
+		var obj map[string]any
+		typed := &kubevirtv1.VirtualMachine{}
+		if json.Unmarshal(raw, &obj) == nil && json.Unmarshal(raw, typed) == nil && keyCaseClean(obj, vmType) {
+			if err := checkKeyCaseEncoded(obj, typed); err != nil {
+				t.Fatalf("keyCaseClean passed an object the key check rejects: %v", err)
+			}
+		}
 		// Decode as the handler does, for the request the API server
 		// would send for ns/web.
 		op := admissionv1.Create
@@ -485,6 +493,8 @@ func FuzzMutate(f *testing.F) {
 		if len(first.Denied) > 0 {
 			return
 		}
+		// The handler's patch, applied to the request, is the mutation.
+		checkPatch(t, raw, in.Object, first.Object)
 		b, err := json.Marshal(first.Object)
 		if err != nil {
 			t.Fatalf("encode mutated object: %v", err)

@@ -12,7 +12,9 @@
 // Each admission is judged on one input document (BuildInput): the
 // operation, object, oldObject and userInfo, the parsed data disks, and a
 // snapshot of the disks' state and claims read from informer caches, so no
-// API call happens during evaluation. The result is the deny and warn sets
+// API call happens during evaluation. The webhook decodes the request once
+// (DecodeRequest) and builds only the parts of that document the active
+// policy set reads (Engine.EvaluateRequest). The result is the deny and warn sets
 // of data.virtstation, each element {id, field, message}; the per-rule
 // enforcement modes (Modes, from the virtstation-policy-config ConfigMap)
 // decide whether a deny element denies, warns, or is only logged and counted.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,20 +62,20 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 	if !h.Engine.Ready() {
 		return admission.Errored(http.StatusServiceUnavailable, errors.New("virtstation policies are not loaded yet; try again shortly"))
 	}
-	_, vm, err := mutate.DecodeVM(req.Object.Raw)
+	// The object is decoded once, generically: the handler reads only the
+	// annotation and the deletion timestamp, and the policies see JSON.
+	// (The mutating webhook, which runs first, decodes the typed view.)
+	r, err := DecodeRequest(string(req.Operation), req.Namespace, req.Name, req.Object.Raw, req.OldObject.Raw, req.UserInfo)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	if vm.DeletionTimestamp != nil {
+	if r.Deleting() {
 		// A VM on its way out must be able to drop its finalizers even when
 		// a policy changed since it was admitted.
 		return admission.Allowed("")
 	}
-	self := types.NamespacedName{Namespace: req.Namespace, Name: req.Name}
-	if self.Name == "" {
-		self.Name = vm.Name
-	}
-	disks, _ := api.ParseDataDisks(vm.Annotations[api.AnnotationDataDisks], field.NewPath("metadata", "annotations").Key(api.AnnotationDataDisks))
+	self := types.NamespacedName{Namespace: req.Namespace, Name: r.Name}
+	disks, _ := api.ParseDataDisks(r.DataDisksSpec(), dataDisksPath)
 	names := make([]string, len(disks))
 	for i, d := range disks {
 		names[i] = d.Name
@@ -89,11 +90,11 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 			log.Error(err, "read disk state")
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not read the data disks' state; see the webhook log for request %s", req.UID))
 		}
-		input, err := BuildInput(string(req.Operation), self.Namespace, self.Name, req.Object.Raw, req.OldObject.Raw, req.UserInfo, snap.States)
-		if err != nil {
+		decision, err := h.Engine.EvaluateRequest(ctx, r, snap.States)
+		var bad *badInputError
+		if errors.As(err, &bad) {
 			return admission.Errored(http.StatusBadRequest, err)
 		}
-		decision, err := h.Engine.Evaluate(ctx, input)
 		if err != nil {
 			log.Error(err, "evaluate policies")
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not evaluate its policies; see the webhook log for request %s", req.UID))
@@ -137,15 +138,29 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 }
 
 // claim records self's claim on each attached disk that exists, replacing
-// claims the snapshot found dead in the same conditional write.
+// claims the snapshot found dead in the same conditional write. The disks
+// are distinct objects (ParseDataDisks never repeats a name), so their
+// writes run concurrently; each is conditional on the resourceVersion it
+// was read at. All writes finish before claim returns, and the error is
+// that of the first failed disk in annotation order, as if they had been
+// written one after another: a lost race (ErrConflict, ErrClaimed) makes
+// the caller re-read and re-evaluate, anything else is an internal error.
 func (h *VMHandler) claim(ctx context.Context, self types.NamespacedName, disks []api.DataDisk, snap Snapshot, now time.Time) error {
-	for _, d := range disks {
+	errs := make([]error, len(disks))
+	var wg sync.WaitGroup
+	for i, d := range disks {
 		obj, ok := snap.Objects[d.Name]
 		if !ok {
 			continue
 		}
 		readOnly := d.ReadOnly || d.Type == api.DiskTypeCDROM
-		if err := claims.Claim(ctx, h.Client, obj, self, readOnly, now, claims.Replacing(snap.Dead[d.Name]...)); err != nil {
+		wg.Go(func() {
+			errs[i] = claims.Claim(ctx, h.Client, obj, self, readOnly, now, claims.Replacing(snap.Dead[d.Name]...))
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return err
 		}
 	}

@@ -55,6 +55,55 @@ func nonNil(s []string) []string {
 	return s
 }
 
+// Keys of the input's disk states and data disks, as Rego terms: built
+// once, since terms are never changed once built.
+var (
+	termExists    = ast.StringTerm("exists")
+	termLabelled  = ast.StringTerm("labelled")
+	termKind      = ast.StringTerm("kind")
+	termClaimedBy = ast.StringTerm("claimedBy")
+	termClaimLive = ast.StringTerm("claimLive")
+	termSharedBy  = ast.StringTerm("sharedBy")
+	termUsedBy    = ast.StringTerm("usedBy")
+	termIndex     = ast.StringTerm("index")
+	termName      = ast.StringTerm("name")
+	termMountPath = ast.StringTerm("mountPath")
+	termType      = ast.StringTerm("type")
+	termBus       = ast.StringTerm("bus")
+	termReadOnly  = ast.StringTerm("readOnly")
+)
+
+// astValue is value() as a Rego value, built directly: converting the map
+// costs the policy evaluation a good part of its time.
+func (s DiskState) astValue() ast.Value {
+	return ast.NewObject(
+		[2]*ast.Term{termExists, ast.InternedTerm(s.Exists)},
+		[2]*ast.Term{termLabelled, ast.InternedTerm(s.Labelled)},
+		[2]*ast.Term{termKind, ast.StringTerm(s.Kind)},
+		[2]*ast.Term{termClaimedBy, ast.StringTerm(s.ClaimedBy)},
+		[2]*ast.Term{termClaimLive, ast.InternedTerm(s.ClaimLive)},
+		[2]*ast.Term{termSharedBy, stringsTerm(s.SharedBy)},
+		[2]*ast.Term{termUsedBy, stringsTerm(s.UsedBy)},
+	)
+}
+
+func stringsTerm(s []string) *ast.Term {
+	terms := make([]*ast.Term, len(s))
+	for i, x := range s {
+		terms[i] = ast.StringTerm(x)
+	}
+	return ast.ArrayTerm(terms...)
+}
+
+// disksValue is the input's disks as a Rego value.
+func disksValue(disks map[string]DiskState) ast.Value {
+	pairs := make([][2]*ast.Term, 0, len(disks))
+	for n, s := range disks {
+		pairs = append(pairs, [2]*ast.Term{ast.StringTerm(n), ast.NewTerm(s.astValue())})
+	}
+	return ast.NewObject(pairs...)
+}
+
 // dataDisksPath is the annotation's field path, as the policies write it.
 var dataDisksPath = field.NewPath("metadata", "annotations").Key(api.AnnotationDataDisks)
 
@@ -71,6 +120,9 @@ var dataDisksPath = field.NewPath("metadata", "annotations").Key(api.AnnotationD
 // webhook denies those). userInfo is the admission request's user (any
 // JSON-encodable value, or nil). The result holds only JSON-like values, so
 // it converts to a Rego value quickly; BuildInput never panics.
+//
+// It is the document DecodeRequest followed by Request.Input gives, with
+// the object decoded at once.
 func BuildInput(op, namespace, name string, object, oldObject []byte, userInfo any, disks map[string]DiskState) (map[string]any, error) {
 	obj, err := decodeJSON(object)
 	if err != nil {
@@ -80,41 +132,192 @@ func BuildInput(op, namespace, name string, object, oldObject []byte, userInfo a
 	if !ok {
 		return nil, errors.New("decode object: not a JSON object")
 	}
-	var old any
-	if len(bytes.TrimSpace(oldObject)) > 0 {
-		if old, err = decodeJSON(oldObject); err != nil {
-			return nil, fmt.Errorf("decode oldObject: %w", err)
+	r := Request{Operation: op, OldObject: oldObject, UserInfo: userInfo, decoded: objMap}
+	r.metadataValue = objMap["metadata"]
+	r.metadata, _ = r.metadataValue.(map[string]any)
+	r.defaultNames(namespace, name)
+	return r.Input(disks)
+}
+
+// Request is one admission as the policies see it, decoded once: the
+// validating webhook reads the annotation, name and deletion timestamp from
+// it, and evaluates it on each claim attempt (Engine.EvaluateRequest)
+// without decoding it again. Only the object's metadata is decoded up
+// front; its other top-level fields, oldObject and userInfo are decoded
+// when the policies read them.
+type Request struct {
+	// Operation is CREATE or UPDATE.
+	Operation string
+	// Namespace and Name are the request's, or else the object's own.
+	Namespace, Name string
+	// OldObject is the stored object's raw JSON (UPDATE), possibly empty.
+	OldObject []byte
+	// UserInfo is the request's user (any JSON-encodable value, or nil).
+	UserInfo any
+
+	// fields are the object's top-level fields, raw; decoded is the whole
+	// object instead, when it was decoded at once (BuildInput).
+	fields  map[string]json.RawMessage
+	decoded map[string]any
+	// metadata is fields["metadata"] decoded (nil when it is not an
+	// object), and metadataValue as it is in the input document.
+	metadata      map[string]any
+	metadataValue any
+}
+
+// DecodeRequest reads the request's object. It fails when object is not
+// one JSON object; oldObject and userInfo are checked when they are used.
+func DecodeRequest(op, namespace, name string, object, oldObject []byte, userInfo any) (Request, error) {
+	if t := bytes.TrimLeft(object, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		if _, err := decodeJSON(object); err != nil {
+			return Request{}, fmt.Errorf("decode object: %w", err)
 		}
+		return Request{}, errors.New("decode object: not a JSON object")
 	}
-	user, err := jsonValue(userInfo)
-	if err != nil {
-		return nil, fmt.Errorf("encode userInfo: %w", err)
+	var fields map[string]json.RawMessage
+	if err := decodeExactlyOne(object, &fields); err != nil {
+		return Request{}, fmt.Errorf("decode object: %w", err)
 	}
-	meta, _ := objMap["metadata"].(map[string]any)
+	r := Request{Operation: op, OldObject: oldObject, UserInfo: userInfo, fields: fields}
+	if raw, ok := fields["metadata"]; ok {
+		v, err := decodeJSON(raw)
+		if err != nil {
+			return Request{}, fmt.Errorf("decode object: %w", err)
+		}
+		r.metadataValue = v
+		r.metadata, _ = v.(map[string]any)
+	}
+	r.defaultNames(namespace, name)
+	return r, nil
+}
+
+// defaultNames sets Namespace and Name, defaulting to the object's own.
+func (r *Request) defaultNames(namespace, name string) {
 	if namespace == "" {
-		namespace, _ = meta["namespace"].(string)
+		namespace, _ = r.metadata["namespace"].(string)
 	}
 	if name == "" {
-		name, _ = meta["name"].(string)
+		name, _ = r.metadata["name"].(string)
 	}
-	annotations, _ := meta["annotations"].(map[string]any)
-	spec, _ := annotations[api.AnnotationDataDisks].(string)
-
-	diskValues := make(map[string]any, len(disks))
-	for n, s := range disks {
-		diskValues[n] = s.value()
-	}
-	return map[string]any{
-		"operation": op,
-		"namespace": namespace,
-		"name":      name,
-		"object":    obj,
-		"oldObject": old,
-		"userInfo":  user,
-		"dataDisks": dataDisksValue(spec),
-		"disks":     diskValues,
-	}, nil
+	r.Namespace, r.Name = namespace, name
 }
+
+// DataDisksSpec is the object's virtstation.io/data-disks annotation; ""
+// when it is absent or not a string.
+func (r Request) DataDisksSpec() string {
+	annotations, _ := r.metadata["annotations"].(map[string]any)
+	spec, _ := annotations[api.AnnotationDataDisks].(string)
+	return spec
+}
+
+// Deleting reports whether the object has a deletion timestamp.
+func (r Request) Deleting() bool {
+	ts, ok := r.metadata["deletionTimestamp"]
+	return ok && ts != nil
+}
+
+// object is the decoded object, with only the top-level fields reads
+// covers (all of them for a nil shape).
+func (r Request) object(reads *inputShape) (map[string]any, error) {
+	if r.decoded != nil {
+		return r.decoded, nil
+	}
+	obj := make(map[string]any, len(r.fields))
+	for k, raw := range r.fields {
+		if reads != nil && !reads.all {
+			if _, ok := reads.keys[k]; !ok {
+				continue
+			}
+		}
+		if k == "metadata" {
+			obj[k] = r.metadataValue
+			continue
+		}
+		v, err := decodeJSON(raw)
+		if err != nil {
+			return nil, fmt.Errorf("decode object: %w", err)
+		}
+		obj[k] = v
+	}
+	return obj, nil
+}
+
+// Input is the whole input document (see BuildInput) for the disks' state.
+func (r Request) Input(disks map[string]DiskState) (map[string]any, error) {
+	return r.input(disks, nil)
+}
+
+// input builds the input document's top-level keys that reads covers (all
+// of them for a nil shape). oldObject and userInfo, whose conversion costs
+// a JSON decode each, are left out when the policies do not read them.
+func (r Request) input(disks map[string]DiskState, reads *inputShape) (map[string]any, error) {
+	read := func(key string) bool {
+		if reads == nil || reads.all {
+			return true
+		}
+		_, ok := reads.keys[key]
+		return ok
+	}
+	in := map[string]any{
+		"operation": r.Operation,
+		"namespace": r.Namespace,
+		"name":      r.Name,
+		"oldObject": nil,
+		"userInfo":  nil,
+	}
+	if read("object") {
+		var objReads *inputShape
+		if reads != nil && !reads.all {
+			objReads = reads.keys["object"]
+		}
+		obj, err := r.object(objReads)
+		if err != nil {
+			return nil, &badInputError{err}
+		}
+		in["object"] = obj
+	}
+	if read("oldObject") && len(bytes.TrimSpace(r.OldObject)) > 0 {
+		old, err := decodeJSON(r.OldObject)
+		if err != nil {
+			return nil, &badInputError{fmt.Errorf("decode oldObject: %w", err)}
+		}
+		in["oldObject"] = old
+	}
+	if read("userInfo") {
+		user, err := jsonValue(r.UserInfo)
+		if err != nil {
+			return nil, &badInputError{fmt.Errorf("encode userInfo: %w", err)}
+		}
+		in["userInfo"] = user
+	}
+	// For the engine (reads set), dataDisks and disks are built as Rego
+	// values directly; ast.InterfaceToValue passes them through.
+	if read("dataDisks") {
+		if reads != nil {
+			in["dataDisks"] = dataDisksAST(r.DataDisksSpec())
+		} else {
+			in["dataDisks"] = dataDisksValue(r.DataDisksSpec())
+		}
+	}
+	if read("disks") {
+		if reads != nil {
+			in["disks"] = disksValue(disks)
+		} else {
+			diskValues := make(map[string]any, len(disks))
+			for n, s := range disks {
+				diskValues[n] = s.value()
+			}
+			in["disks"] = diskValues
+		}
+	}
+	return in, nil
+}
+
+// badInputError is a request that no input document can be built from.
+type badInputError struct{ err error }
+
+func (e *badInputError) Error() string { return e.err.Error() }
+func (e *badInputError) Unwrap() error { return e.err }
 
 // dataDisksValue parses the annotation into the input's dataDisks list.
 func dataDisksValue(spec string) []any {
@@ -136,18 +339,47 @@ func dataDisksValue(spec string) []any {
 	return out
 }
 
+// dataDisksAST is dataDisksValue as a Rego value.
+func dataDisksAST(spec string) ast.Value {
+	parsed, errs := api.ParseDataDisks(spec, dataDisksPath)
+	if len(errs) > 0 {
+		return ast.NewArray()
+	}
+	terms := make([]*ast.Term, len(parsed))
+	for i, d := range parsed {
+		terms[i] = ast.ObjectTerm(
+			[2]*ast.Term{termIndex, ast.InternedTerm(i)},
+			[2]*ast.Term{termName, ast.StringTerm(d.Name)},
+			[2]*ast.Term{termMountPath, ast.StringTerm(d.MountPath)},
+			[2]*ast.Term{termType, ast.StringTerm(string(d.Type))},
+			[2]*ast.Term{termBus, ast.StringTerm(d.Bus)},
+			[2]*ast.Term{termReadOnly, ast.InternedTerm(d.ReadOnly)},
+		)
+	}
+	return ast.NewArray(terms...)
+}
+
 // decodeJSON decodes exactly one JSON value, keeping numbers exact.
 func decodeJSON(b []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
 	var v any
-	if err := dec.Decode(&v); err != nil {
+	if err := decodeExactlyOne(b, &v); err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("trailing data after the JSON value")
-	}
 	return v, nil
+}
+
+// decodeExactlyOne decodes exactly one JSON value into v, keeping numbers
+// exact.
+func decodeExactlyOne(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
 }
 
 // jsonValue converts v to maps, slices and scalars through JSON.

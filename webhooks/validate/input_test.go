@@ -264,8 +264,22 @@ func FuzzBuildInput(f *testing.F) {
 		if _, err := ast.InterfaceToValue(in); err != nil {
 			t.Fatalf("input does not convert: %v", err)
 		}
-		if _, err := e.Evaluate(context.Background(), in); err != nil {
+		d, err := e.Evaluate(context.Background(), in)
+		if err != nil {
 			t.Fatalf("evaluate: %v", err)
+		}
+		// The handler's path (decode once, build what the policies read)
+		// reaches the same decision.
+		r, err := DecodeRequest("UPDATE", "", "", object, object, map[string]any{"username": "u"})
+		if err != nil {
+			t.Fatalf("DecodeRequest fails where BuildInput did not: %v", err)
+		}
+		d2, err := e.EvaluateRequest(context.Background(), r, disks)
+		if err != nil {
+			t.Fatalf("EvaluateRequest: %v", err)
+		}
+		if !reflect.DeepEqual(d, d2) {
+			t.Fatalf("EvaluateRequest = %+v, Evaluate(BuildInput) = %+v", d2, d)
 		}
 	})
 }

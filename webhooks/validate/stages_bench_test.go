@@ -44,11 +44,14 @@ func stagesCluster() *mutate.StaticCluster {
 }
 
 // BenchmarkAdmissionStages times each stage of one admission of the full VM
-// (a CREATE), as the two webhook handlers run them: decode (the request's
-// object, generic and typed), mutate (every step, cluster reads in memory),
-// patch (encode the mutated object and diff it against the raw request),
-// input (the policy input document of the mutated VM) and rego (the
-// shipped policies on that input).
+// (a CREATE), as the two webhook handlers run them: decode (the mutating
+// handler's DecodeVM: generic and typed), mutate (every step, cluster reads
+// in memory), patch (the JSON patch from the decoded request to the
+// mutated object; patch-bytes is the byte diff it replaced),
+// validate-decode (the validating handler's one decode of the mutated
+// object), input (the whole policy input document) and rego (the shipped
+// policies on that input); input+rego is what the validating handler runs
+// on the decoded request.
 func BenchmarkAdmissionStages(b *testing.B) {
 	ctx := context.Background()
 	raw := []byte(fullVM)
@@ -88,7 +91,30 @@ func BenchmarkAdmissionStages(b *testing.B) {
 			}
 		}
 	})
+	b.Run("validate-decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := DecodeRequest("CREATE", "workstations", vm.Name, mutated, nil, user); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("patch", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			ops, err := mutate.Patch(obj, res.Object)
+			if err != nil || len(ops) == 0 {
+				b.Fatal(err, ops)
+			}
+			if resp := admission.Patched("", ops...); !resp.Allowed {
+				b.Fatal(resp.Result)
+			}
+		}
+	})
+	// patch-bytes is the patch as it was built before (and as
+	// controller-runtime's defaulter builds it): encode the mutated object
+	// and diff the bytes against the raw request.
+	b.Run("patch-bytes", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			out, err := json.Marshal(res.Object)
@@ -120,6 +146,24 @@ func BenchmarkAdmissionStages(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := e.Evaluate(ctx, input); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// input+rego is what the validating handler runs per claim attempt on
+	// the decoded request: the input parts the policies read, and rego.
+	b.Run("input+rego", func(b *testing.B) {
+		e := mustShippedEngine(b)
+		r, err := DecodeRequest("CREATE", "workstations", vm.Name, mutated, nil, user)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if d, err := e.EvaluateRequest(ctx, r, disks); err != nil || len(d.Deny) > 0 {
+			b.Fatalf("evaluate: %v %v", err, d.Deny)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := e.EvaluateRequest(ctx, r, disks); err != nil {
 				b.Fatal(err)
 			}
 		}
