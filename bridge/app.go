@@ -23,6 +23,13 @@ import (
 const (
 	clientQPS   = 50
 	clientBurst = 100
+	// backgroundQPS and backgroundBurst limit the session registry's
+	// heartbeat and Lease releases: one write every few seconds, and after
+	// a mass close one write per ended session. 2,000 sessions closing at
+	// once are released within about 10 s, sooner than the Lease duration
+	// would free them; the registry sends at most a handful at a time.
+	backgroundQPS   = 200
+	backgroundBurst = 200
 )
 
 // Config is what a bridge process is told: where it runs and its policy.
@@ -58,9 +65,19 @@ func NewScheme() *runtime.Scheme {
 // returns once the registry watches its Leases.
 func NewFromConfig(ctx context.Context, cfg *rest.Config, c Config) (*Server, error) {
 	cfg = rest.CopyConfig(cfg)
-	// Every open session renews its Lease a few times a Lease duration; the
-	// client-go default of 5 requests/s would queue renewals behind a burst
-	// of new sessions until the Leases expire.
+	// The session registry's heartbeat, which keeps every session of the
+	// replica, and its queued releases get a client and a rate limiter of
+	// their own: a burst of acquires cannot hold the heartbeat up past the
+	// Lease duration, and a mass close drains without slowing new sessions.
+	bg := rest.CopyConfig(cfg)
+	bg.QPS, bg.Burst = backgroundQPS, backgroundBurst
+	background, err := kubernetes.NewForConfig(bg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	// Each new session costs a few requests (TokenReview, SubjectAccess-
+	// Review, VM reads, a Lease read and write); the client-go default of
+	// 5 requests/s would make a burst of new sessions wait for seconds.
 	cfg.QPS, cfg.Burst = clientQPS, clientBurst
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -74,7 +91,7 @@ func NewFromConfig(ctx context.Context, cfg *rest.Config, c Config) (*Server, er
 	if err != nil {
 		return nil, err
 	}
-	reg, err := session.New(kube, c.Namespace, c.Replica, session.Options{LeaseDuration: c.LeaseDuration})
+	reg, err := session.New(kube, c.Namespace, c.Replica, session.Options{LeaseDuration: c.LeaseDuration, BackgroundClient: background})
 	if err != nil {
 		return nil, err
 	}

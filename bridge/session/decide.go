@@ -34,10 +34,22 @@ func (v verdict) String() string {
 	return "unknown verdict"
 }
 
+// holderState is what decide needs to know about a slot's holder besides
+// the slot's own Lease.
+type holderState struct {
+	// heartbeat is the heartbeat Lease of the replica the slot's holder
+	// identity names; nil when that replica has none (or it is unknown).
+	heartbeat *coordinationv1.Lease
+	// ended is true when the holder is a session of the deciding replica's
+	// current incarnation that has ended there: its release may still be on
+	// its way to the API server, but nobody uses the slot.
+	ended bool
+}
+
 // decide says whether user may take the slot whose Lease is l (nil when it
-// does not exist) at now.
-func decide(l *coordinationv1.Lease, now time.Time, user string) verdict {
-	if !held(l, now) {
+// does not exist) at now; hs describes l's holder.
+func decide(l *coordinationv1.Lease, hs holderState, now time.Time, user string) verdict {
+	if !held(l, hs, now) {
 		return vacant
 	}
 	if h, ok := parseHolder(holderIdentity(l)); ok && h.ReservedFor == user {
@@ -46,13 +58,37 @@ func decide(l *coordinationv1.Lease, now time.Time, user string) verdict {
 	return occupied
 }
 
-// held reports whether l (nil: no Lease) names a holder who renewed it in
-// time.
-func held(l *coordinationv1.Lease, now time.Time) bool {
-	return l != nil && holderIdentity(l) != "" && !expired(l, now)
+// held reports whether l (nil: no Lease) names a live holder. A session of
+// the heartbeat layout lives while its replica's heartbeat of the same
+// incarnation is fresh, unless it ended on the deciding replica; a
+// reservation, a malformed holder and a session of the per-session layout
+// live while their own Lease is.
+func held(l *coordinationv1.Lease, hs holderState, now time.Time) bool {
+	if l == nil || holderIdentity(l) == "" {
+		return false
+	}
+	h, ok := parseHolder(holderIdentity(l))
+	if !ok || h.ReservedFor != "" || !keptByHeartbeat(l) {
+		return !expired(l, now)
+	}
+	return !hs.ended && replicaAlive(hs.heartbeat, h.Replica, l.Annotations[annIncarnation], now)
 }
 
-// expired reports whether l's holder failed to renew it in time:
+// keptByHeartbeat reports whether l, a session Lease, is of the heartbeat
+// layout: kept by its replica's heartbeat, not renewed itself.
+func keptByHeartbeat(l *coordinationv1.Lease) bool {
+	return l.Annotations[annIncarnation] != ""
+}
+
+// replicaAlive reports whether hb is replica's heartbeat in incarnation
+// and was renewed in time.
+func replicaAlive(hb *coordinationv1.Lease, replica, incarnation string, now time.Time) bool {
+	return hb != nil && holderIdentity(hb) == replica &&
+		hb.Annotations[annIncarnation] == incarnation && !expired(hb, now)
+}
+
+// expired reports whether l's holder failed to renew it in time (l being a
+// heartbeat, a reservation or a Lease of the per-session layout):
 // renewTime (or acquireTime) + leaseDurationSeconds < now. A Lease without
 // a duration or a time cannot be held.
 func expired(l *coordinationv1.Lease, now time.Time) bool {

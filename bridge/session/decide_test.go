@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,10 +66,91 @@ func TestDecide(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := decide(tc.lease, t0, "bob"); got != tc.want {
+			if got := decide(tc.lease, holderState{}, t0, "bob"); got != tc.want {
 				t.Errorf("decide = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// keptLease builds a session Lease of the heartbeat layout held by holder
+// for user, kept by incarnation inc of its replica's heartbeat; its own
+// times are long past.
+func keptLease(holder, user, inc string) *coordinationv1.Lease {
+	l := lease(holder, user, t0.Add(-time.Hour))
+	l.Annotations[annIncarnation] = inc
+	return l
+}
+
+// beat builds replica's heartbeat Lease in incarnation inc, renewed at
+// renewed for 15 s.
+func beat(replica, inc string, renewed time.Time) *coordinationv1.Lease {
+	return heartbeatLease(nil, "bridge", replica, inc, renewed.Add(-time.Hour), renewed, 15*time.Second)
+}
+
+func TestDecideWithHeartbeats(t *testing.T) {
+	fresh, stale := t0.Add(-5*time.Second), t0.Add(-16*time.Second)
+	tests := map[string]struct {
+		lease *coordinationv1.Lease
+		hs    holderState
+		want  verdict
+	}{
+		"replica's heartbeat is fresh: held, whatever the session's own times": {
+			lease: keptLease("a/s1", "alice", "i1"), hs: holderState{heartbeat: beat("a", "i1", fresh)}, want: occupied},
+		"heartbeat renewed exactly a duration ago": {
+			lease: keptLease("a/s1", "alice", "i1"), hs: holderState{heartbeat: beat("a", "i1", t0.Add(-15*time.Second))}, want: occupied},
+		"replica's heartbeat is stale: vacant": {
+			lease: keptLease("a/s1", "alice", "i1"), hs: holderState{heartbeat: beat("a", "i1", stale)}, want: vacant},
+		"replica has no heartbeat: vacant": {
+			lease: keptLease("a/s1", "alice", "i1"), want: vacant},
+		"replica restarted (another incarnation): vacant": {
+			lease: keptLease("a/s1", "alice", "i1"), hs: holderState{heartbeat: beat("a", "i2", fresh)}, want: vacant},
+		"heartbeat of another replica (hash collision): vacant": {
+			lease: keptLease("a/s1", "alice", "i1"), hs: holderState{heartbeat: beat("b", "i1", fresh)}, want: vacant},
+		"session ended on the deciding replica, release queued: vacant": {
+			lease: keptLease("a/s1", "alice", "i1"), hs: holderState{heartbeat: beat("a", "i1", fresh), ended: true}, want: vacant},
+		"released": {
+			lease: releasedLease(keptLease("a/s1", "alice", "i1")), hs: holderState{heartbeat: beat("a", "i1", fresh)}, want: vacant},
+		"per-session layout (rolling upgrade) renewed in time: held without a heartbeat": {
+			lease: lease("old/s1", "alice", fresh), want: occupied},
+		"per-session layout expired: vacant even with a fresh heartbeat": {
+			lease: lease("old/s1", "alice", stale), hs: holderState{heartbeat: beat("old", "i1", fresh)}, want: vacant},
+		"reservation counts its own TTL, not a heartbeat": {
+			lease: lease("reserved/carol", "carol", fresh), want: occupied},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := decide(tc.lease, tc.hs, t0, "bob"); got != tc.want {
+				t.Errorf("decide = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestHeartbeatLease(t *testing.T) {
+	got := heartbeatLease(nil, "bridge", "bridge-7f9c-x2", "i1", t0.Add(-time.Minute), t0, 15*time.Second)
+	if got.Name != heartbeatName("bridge-7f9c-x2") || got.Namespace != "bridge" || !strings.HasPrefix(got.Name, "vs-replica-") {
+		t.Errorf("lease %s/%s", got.Namespace, got.Name)
+	}
+	if got.Labels[labelManagedBy] != managedByBridge || got.Labels[labelRole] != roleHeartbeat || got.Labels[labelVM] != "" {
+		t.Errorf("labels %v", got.Labels)
+	}
+	if holderIdentity(got) != "bridge-7f9c-x2" || got.Annotations[annReplica] != "bridge-7f9c-x2" || got.Annotations[annIncarnation] != "i1" {
+		t.Errorf("holder %q, annotations %v", holderIdentity(got), got.Annotations)
+	}
+	if _, ok := parseHolder(holderIdentity(got)); ok {
+		t.Error("a heartbeat's holder parses as a session's")
+	}
+	if !replicaAlive(got, "bridge-7f9c-x2", "i1", t0.Add(15*time.Second)) || replicaAlive(got, "bridge-7f9c-x2", "i1", t0.Add(16*time.Second)) {
+		t.Error("the heartbeat does not last exactly its duration")
+	}
+	renewed := heartbeatLease(got, "bridge", "bridge-7f9c-x2", "i1", t0.Add(-time.Minute), t0.Add(5*time.Second), 15*time.Second)
+	restarted := heartbeatLease(renewed, "bridge", "bridge-7f9c-x2", "i2", t0.Add(6*time.Second), t0.Add(6*time.Second), 15*time.Second)
+	if n := ptr.Deref(renewed.Spec.LeaseTransitions, 0); n != 0 {
+		t.Errorf("a renewal counts as %d transitions", n)
+	}
+	if n := ptr.Deref(restarted.Spec.LeaseTransitions, 0); n != 1 {
+		t.Errorf("a new incarnation counts as %d transitions, want 1", n)
 	}
 }
 
@@ -154,7 +236,14 @@ func TestClaimLease(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := claimLease(tc.cur, "bridge", k, tc.holder, "bob", t0, 15*time.Second, tc.v)
+			inc := ""
+			if tc.holder.ReservedFor == "" {
+				inc = "inc1"
+			}
+			got := claimLease(tc.cur, "bridge", k, tc.holder, inc, "bob", t0, 15*time.Second, tc.v)
+			if got.Annotations[annIncarnation] != inc {
+				t.Errorf("incarnation %q, want %q", got.Annotations[annIncarnation], inc)
+			}
 			if tc.cur == nil && (got.Name != leaseName(k) || got.Namespace != "bridge") {
 				t.Errorf("lease %s/%s, want bridge/%s", got.Namespace, got.Name, leaseName(k))
 			}
@@ -190,7 +279,7 @@ func TestReleasedLease(t *testing.T) {
 	l := lease("a/s1", "alice", t0)
 	l.Annotations[annTakenOverFrom] = "b/s0"
 	got := releasedLease(l)
-	if decide(got, t0, "carol") != vacant {
+	if decide(got, holderState{}, t0, "carol") != vacant {
 		t.Errorf("released lease is not vacant: %+v", got.Spec)
 	}
 	if _, ok := got.Annotations[annUser]; ok {

@@ -55,3 +55,12 @@ func vmHash(namespace, name string) string {
 func leaseName(k Key) string {
 	return "vs-" + k.Mode + "-" + vmHash(k.Namespace, k.Name)
 }
+
+// heartbeatName is the name of the heartbeat Lease of the replica named
+// replica: "vs-replica-<16 hex digits of sha256(replica)>", a DNS-1123
+// label whatever the replica is called. It cannot be a session Lease's
+// name: those hash "<ns>/<vm>", and a replica name has no "/".
+func heartbeatName(replica string) string {
+	sum := sha256.Sum256([]byte(replica))
+	return "vs-replica-" + hex.EncodeToString(sum[:8])
+}

@@ -18,18 +18,25 @@ type Status struct {
 
 // List says who holds which slots of the VM namespace/name, sorted by mode.
 // Vacant slots (released, expired, never used) are left out. It reads the
-// API server, not a cache, and needs no Start.
+// session Leases from the API server, and their holders' heartbeats from
+// the watch's cache (the API server when it says stale, or before Start),
+// so it needs no Start.
 func (r *Registry) List(ctx context.Context, namespace, name string) ([]Status, error) {
 	sel := labels.Set{labelManagedBy: managedByBridge, labelVM: vmHash(namespace, name)}.String()
 	list, err := r.leases().List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, fmt.Errorf("list session leases of %s/%s: %w", namespace, name, err)
 	}
-	now := r.opts.Now()
 	var out []Status
 	for i := range list.Items {
 		l := &list.Items[i]
-		if l.Annotations[annNamespace] != namespace || l.Annotations[annName] != name || !held(l, now) {
+		if l.Annotations[annNamespace] != namespace || l.Annotations[annName] != name {
+			continue
+		}
+		// No user is "": decide says vacant or occupied.
+		if v, err := r.decide(ctx, l, ""); err != nil {
+			return nil, fmt.Errorf("read the heartbeat of %s/%s's %s session holder: %w", namespace, name, l.Annotations[annMode], err)
+		} else if v == vacant {
 			continue
 		}
 		out = append(out, Status{Mode: l.Annotations[annMode], Holder: holderOf(l)})

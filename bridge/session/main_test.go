@@ -12,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/virtstation/virtstation/bridge/session"
 	"github.com/virtstation/virtstation/test/envtest"
@@ -49,6 +50,14 @@ var fast = session.Options{LeaseDuration: 2 * time.Second, ReservationTTL: 2 * t
 // bridge's ServiceAccount will be granted: get, list, watch, create, update.
 func bridgeNamespace(t *testing.T) (string, kubernetes.Interface) {
 	t.Helper()
+	ns, cfg := bridgeNamespaceConfig(t)
+	return ns, kubernetes.NewForConfigOrDie(cfg)
+}
+
+// bridgeNamespaceConfig is bridgeNamespace with the replicas' client
+// configuration rather than a client.
+func bridgeNamespaceConfig(t *testing.T) (string, *rest.Config) {
+	t.Helper()
 	controlPlane(t)
 	ctx := t.Context()
 	ns, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bridge-"}}, metav1.CreateOptions{})
@@ -79,8 +88,8 @@ func bridgeNamespace(t *testing.T) (string, kubernetes.Interface) {
 		t.Fatal(err)
 	}
 	// client-go's default limit of 5 requests per second would queue the
-	// renewals behind the racers of TestRaceForOneSlotHasOneWinner until
-	// the Lease expires; the bridge raises it too.
+	// heartbeat behind the racers of TestRaceForOneSlotHasOneWinner until
+	// it expires; the bridge raises it too.
 	cfg.QPS, cfg.Burst = 50, 100
 	client := kubernetes.NewForConfigOrDie(cfg)
 	// The API server's RBAC authorizer learns of the binding from an
@@ -89,7 +98,7 @@ func bridgeNamespace(t *testing.T) (string, kubernetes.Interface) {
 	for {
 		_, err := client.CoordinationV1().Leases(ns.Name).List(ctx, metav1.ListOptions{})
 		if err == nil {
-			return ns.Name, client
+			return ns.Name, cfg
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the bridge's RBAC never took effect: %v", err)

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,10 +10,9 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // Defaults for Options.
@@ -31,15 +31,25 @@ const maxAttempts = 10
 
 // Options tune a Registry; zero fields take the defaults.
 type Options struct {
-	// LeaseDuration is how long a slot counts as held without renewal;
-	// whole seconds. Default DefaultLeaseDuration.
+	// LeaseDuration is how long a replica's sessions stay held without a
+	// heartbeat; whole seconds. Default DefaultLeaseDuration.
 	LeaseDuration time.Duration
-	// RenewInterval is how often each local session renews its Lease.
+	// RenewInterval is how often the replica renews its heartbeat Lease.
 	// Default LeaseDuration/3.
 	RenewInterval time.Duration
 	// ReservationTTL is how long a take-over reserves the slot; whole
 	// seconds. Default DefaultReservationTTL.
 	ReservationTTL time.Duration
+	// BackgroundClient, when set, writes the heartbeat and the queued
+	// releases instead of the Registry's client: work no user waits for.
+	// Give it a rate limiter of its own, so that neither competes with
+	// acquires for the other's limiter: a burst of acquires cannot delay
+	// the one write that keeps every session of the replica past the
+	// lease duration, and a mass release drains at this limiter's pace
+	// without slowing new sessions. The Registry has at most
+	// releaseWorkers releases outstanding on it, so the heartbeat never
+	// waits behind more than those.
+	BackgroundClient kubernetes.Interface
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -73,19 +83,31 @@ func (o Options) withDefaults() (Options, error) {
 // bridge replica; all replicas of a bridge share the namespace. Its methods
 // are safe for concurrent use. Start it before acquiring.
 //
+// However many sessions it holds, a started Registry writes one heartbeat
+// per RenewInterval, and otherwise one or two requests per acquire,
+// take-over and release. It runs a fixed set of goroutines: the heartbeat
+// loop, the watch's informer, a checker and the release workers.
+//
 // Its client needs get, list, watch, create and update on
-// coordination.k8s.io leases in the namespace, and a rate limit with room
-// for one renewal per session every RenewInterval: a renewal stuck behind
-// client-go's default 5 requests per second can miss its Lease's expiry.
+// coordination.k8s.io leases in the namespace.
 type Registry struct {
 	client    kubernetes.Interface
 	namespace string
 	replica   string
 	opts      Options
 
-	mu       sync.Mutex
-	runCtx   context.Context     // from Start; nil before
-	sessions map[string]*Session // by Lease name: the slots this replica holds
+	lister   leaseLister           // the watch's cache; zero before Start
+	hbCur    *coordinationv1.Lease // the heartbeat as last written; the heartbeat loop's own
+	checks   workqueue.TypedRateLimitingInterface[string]
+	releases *releaseQueue
+
+	mu          sync.Mutex
+	runCtx      context.Context       // from Start; nil before
+	incarnation string                // of the heartbeat; a lapse starts a new one
+	started     time.Time             // when incarnation's first heartbeat was written; zero before
+	beat        *coordinationv1.Lease // the heartbeat as last written, in incarnation; nil while none is
+	issued      map[string]struct{}   // holder identities of the local sessions, from before their claim is written until they end
+	sessions    map[string]*Session   // by Lease name: the slots this replica holds
 }
 
 // New returns a Registry for the bridge replica named replica (its pod name,
@@ -101,14 +123,23 @@ func New(client kubernetes.Interface, namespace, replica string, opts Options) (
 	if err != nil {
 		return nil, err
 	}
-	return &Registry{client: client, namespace: namespace, replica: replica, opts: opts, sessions: map[string]*Session{}}, nil
+	if opts.BackgroundClient == nil {
+		opts.BackgroundClient = client
+	}
+	return &Registry{
+		client: client, namespace: namespace, replica: replica, opts: opts,
+		incarnation: rand.Text(),
+		issued:      map[string]struct{}{},
+		sessions:    map[string]*Session{},
+	}, nil
 }
 
-// Start watches the session Leases and returns once the watch is running.
-// Sessions acquired afterwards are renewed until they are released or lost,
-// or until ctx ends: then every local session is lost (ErrExpired) and
-// nothing more is written, so other replicas get the slots once the Leases
-// expire.
+// Start writes the replica's heartbeat, watches the managed Leases and
+// returns once the watch is running. Then the heartbeat keeps the
+// sessions acquired afterwards until they are released or lost, or until
+// ctx ends: then every local session is lost (ErrExpired) and the
+// Registry writes nothing more; the slots are free once their sessions'
+// Release has written them (see there) or the heartbeat has expired.
 func (r *Registry) Start(ctx context.Context) error {
 	r.mu.Lock()
 	started := r.runCtx != nil
@@ -116,12 +147,29 @@ func (r *Registry) Start(ctx context.Context) error {
 	if started {
 		return errors.New("session registry already started")
 	}
-	if err := r.watch(ctx); err != nil {
+	r.checks = workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](releaseRetryBase, releaseRetryMax))
+	r.releases = newReleaseQueue()
+	fail := func(err error) error {
+		r.checks.ShutDown()
+		r.releases.shutDown()
 		return err
 	}
+	if err := r.beatOnce(ctx); err != nil {
+		return fail(fmt.Errorf("write the replica's heartbeat lease: %w", err))
+	}
+	lister, err := r.watch(ctx)
+	if err != nil {
+		return fail(err)
+	}
 	r.mu.Lock()
+	r.lister = lister
 	r.runCtx = ctx
 	r.mu.Unlock()
+	go r.heartbeat(ctx)
+	go r.checkLoop(ctx)
+	for range releaseWorkers {
+		go r.releaseLoop(ctx)
+	}
 	return nil
 }
 
@@ -149,115 +197,29 @@ func (r *Registry) TakeOver(ctx context.Context, k Key, user string) error {
 	return err
 }
 
-// request is what a claim asks for.
-type request int
-
-const (
-	acquire request = iota
-	acquireTakingOver
-	reserve
-)
-
-// claim reads k's Lease, decides, and writes it conditionally on what it
-// read; when another writer got in between, it reads and decides again.
-func (r *Registry) claim(ctx context.Context, k Key, user string, req request) (*Session, error) {
-	if err := k.validate(); err != nil {
-		return nil, err
-	}
-	if user == "" {
-		return nil, fmt.Errorf("%s: user name is empty", k)
-	}
-	r.mu.Lock()
-	runCtx := r.runCtx
-	r.mu.Unlock()
-	if runCtx == nil {
-		return nil, errors.New("session registry not started")
-	}
-	if runCtx.Err() != nil {
-		return nil, errors.New("session registry stopped: the bridge replica is shutting down")
-	}
-	name := leaseName(k)
-	for range maxAttempts {
-		cur, err := r.leases().Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			cur = nil
-		case err != nil:
-			return nil, fmt.Errorf("read lease for %s: %w", k, err)
-		}
-		now := r.opts.Now()
-		v := decide(cur, now, user)
-		if v == occupied && req == acquire {
-			return nil, &HeldError{Key: k, Holder: holderOf(cur)}
-		}
-
-		var s *Session
-		var next *coordinationv1.Lease
-		if req == reserve {
-			next = claimLease(cur, r.namespace, k, holderID{ReservedFor: user}, user, now, r.opts.ReservationTTL, v)
-		} else {
-			s = newSession(r, k, user)
-			next = claimLease(cur, r.namespace, k, s.holder, user, now, r.opts.LeaseDuration, v)
-		}
-		var written *coordinationv1.Lease
-		if cur == nil {
-			written, err = r.leases().Create(ctx, next, metav1.CreateOptions{})
-		} else {
-			written, err = r.leases().Update(ctx, next, metav1.UpdateOptions{})
-		}
-		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-			continue // another writer won this round: read again
-		}
-		if err != nil {
-			return nil, fmt.Errorf("write lease for %s: %w", k, err)
-		}
-		r.settle(runCtx, name, cur, v, written, s)
-		return s, nil
-	}
-	return nil, fmt.Errorf("%s: lease kept changing under %d attempts to write it; try again", k, maxAttempts)
-}
-
-// settle updates the local sessions after a successful claim of the Lease
-// named name: a local session displaced by it is lost at once, and the new
-// session s (nil for a reservation) starts renewing.
-func (r *Registry) settle(runCtx context.Context, name string, prev *coordinationv1.Lease, v verdict, written *coordinationv1.Lease, s *Session) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if old := r.sessions[name]; old != nil {
-		reason := ErrExpired // old's hold had lapsed unnoticed
-		if v == occupied && holderIdentity(prev) == old.holder.String() {
-			reason = lostReason(written, old.holder.String())
-		}
-		r.endLocked(old, reason)
-	}
-	if s == nil {
-		return
-	}
-	s.lease, s.renewed = written, r.opts.Now()
-	if written.Spec.AcquireTime != nil {
-		s.Since = written.Spec.AcquireTime.Time
-	}
-	r.sessions[name] = s
-	go r.keep(runCtx, s)
-}
-
-// end ends s with reason, unless it has ended already.
-func (r *Registry) end(s *Session, reason error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.endLocked(s, reason)
-}
-
-// endLocked is end with r.mu held.
-func (r *Registry) endLocked(s *Session, reason error) {
+// endLocked ends s with reason, unless it has ended already; when release
+// is true, s's Lease is released. r.mu is held.
+func (r *Registry) endLocked(s *Session, reason error, release bool) {
 	name := leaseName(s.Key)
 	if r.sessions[name] == s {
 		delete(r.sessions, name)
 	}
+	if _, live := r.issued[s.holder.String()]; !live {
+		return // ended already, or never written
+	}
+	delete(r.issued, s.holder.String())
 	s.end(reason)
+	if release {
+		s.releasing = r.releases.add(releaseKey{name: name, holder: s.holder.String()})
+	}
 }
 
 // leases is the Lease client for the bridge's namespace.
 func (r *Registry) leases() coordinationv1client.LeaseInterface {
 	return r.client.CoordinationV1().Leases(r.namespace)
+}
+
+// backgroundLeases is the Lease client of the heartbeat and the releases.
+func (r *Registry) backgroundLeases() coordinationv1client.LeaseInterface {
+	return r.opts.BackgroundClient.CoordinationV1().Leases(r.namespace)
 }

@@ -4,17 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"sync"
 	"time"
-
-	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Session is one client's hold on a slot. The Registry renews it until it is
-// released or lost; Lost is closed when either happens. Its methods are safe
-// for concurrent use.
+// Session is one client's hold on a slot. The Registry's heartbeat keeps it
+// until it is released or lost; Lost is closed when either happens. Its
+// methods are safe for concurrent use.
 type Session struct {
 	Key Key
 	// ID is random and unique; with the replica it forms the Lease's
@@ -27,15 +22,16 @@ type Session struct {
 
 	holder   holderID
 	registry *Registry
-	wake     chan struct{} // the watch saw the Lease change hands
 
-	mu      sync.Mutex            // serialises writes to the Lease
-	lease   *coordinationv1.Lease // the Lease as last written or read, held by us
-	renewed time.Time             // when we last renewed it
+	// Guarded by registry.mu.
+	incarnation string          // of the heartbeat that keeps it
+	prevRV      string          // resourceVersion of the Lease the claim replaced; "" when it created it
+	seen        bool            // the watch delivered the claim's write (or a later one naming us)
+	stopped     bool            // ended as the Registry stopped, not released
+	releasing   <-chan struct{} // closed when the queued release is done; nil when none was queued
 
-	endOnce sync.Once
-	lost    chan struct{}
-	reason  error // set before lost is closed
+	lost   chan struct{}
+	reason error // set before lost is closed
 }
 
 // newSession returns a session of r for user, not yet holding the slot.
@@ -45,7 +41,6 @@ func newSession(r *Registry, k Key, user string) *Session {
 		Key: k, ID: id, User: user,
 		holder:   holderID{Replica: r.replica, Session: id},
 		registry: r,
-		wake:     make(chan struct{}, 1),
 		lost:     make(chan struct{}),
 	}
 }
@@ -65,41 +60,44 @@ func (s *Session) LostReason() error {
 	}
 }
 
-// end closes Lost with reason, the first time.
+// end closes Lost with reason. The Registry calls it once, with its mutex
+// held.
 func (s *Session) end(reason error) {
-	s.endOnce.Do(func() {
-		s.reason = reason
-		close(s.lost)
-	})
+	s.reason = reason
+	close(s.lost)
 }
 
 // Release ends the session (Lost closes with ErrReleased, unless it was lost
-// already) and, if the Lease still names this session, clears its holder so
-// the next client gets the slot at once rather than after the Lease
-// duration.
+// already) and queues the write that clears its holder from the Lease, so
+// the next client gets the slot at once rather than after the lease
+// duration. Until that write lands this replica counts the slot vacant
+// already; other replicas see it held.
+//
+// Release waits for the write until ctx ends, but the write does not
+// depend on ctx: the Registry retries it, paced by its client's rate
+// limit, until it lands or the Lease no longer names the session. So
+// Release returns nil even when ctx ends first. When the Registry has
+// stopped (the bridge is shutting down), Release writes the release
+// itself, within ctx, as the queue no longer runs; then it returns the
+// write's error.
 func (s *Session) Release(ctx context.Context) error {
-	s.registry.end(s, ErrReleased)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	leases := s.registry.leases()
-	l := s.lease
-	for range maxAttempts {
-		if holderIdentity(l) != s.holder.String() {
-			return nil // not ours any more
-		}
-		_, err := leases.Update(ctx, releasedLease(l), metav1.UpdateOptions{})
-		if err == nil || apierrors.IsNotFound(err) {
-			return nil
-		}
-		if !apierrors.IsConflict(err) {
-			return fmt.Errorf("release %s: %w", s.Key, err)
-		}
-		if l, err = leases.Get(ctx, l.Name, metav1.GetOptions{}); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("release %s: %w", s.Key, err)
-		}
+	r := s.registry
+	r.mu.Lock()
+	r.endLocked(s, ErrReleased, true)
+	done, runCtx, stopped := s.releasing, r.runCtx, s.stopped
+	r.mu.Unlock()
+	if done == nil && !stopped {
+		return nil // lost to another holder: nothing to release
 	}
-	return fmt.Errorf("release %s: lease kept changing under %d attempts to write it", s.Key, maxAttempts)
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return nil
+	case <-runCtx.Done():
+	}
+	if err := r.release(ctx, releaseKey{name: leaseName(s.Key), holder: s.holder.String()}); err != nil {
+		return fmt.Errorf("release %s as the bridge stops: %w", s.Key, err)
+	}
+	return nil
 }

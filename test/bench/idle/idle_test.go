@@ -23,7 +23,7 @@ var (
 	sessionsFlag   = flag.Int("sessions", 2000, "idle VNC sessions through the bridge (BenchmarkIdleSessions)")
 	websockifyFlag = flag.Int("websockify-sessions", 100, "idle sessions through websockify (BenchmarkIdleSessions)")
 	settleFlag     = flag.Duration("settle", 5*time.Second, "how long the open sessions idle before they are measured; the bridge's CPU is read over this span")
-	leaseFlag      = flag.Duration("lease-duration", 10*time.Minute, "the bridge's --lease-duration; see leaseNote")
+	leaseFlag      = flag.Duration("lease-duration", 15*time.Second, "the bridge's --lease-duration (default: the bridge's own)")
 	concFlag       = flag.Int("open-concurrency", 32, "sessions dialled at once")
 	profileFlag    = flag.String("heap-profiles", "", "write the bridge's heap profiles to this directory: before.pprof (baseline), open.pprof (sessions open), closed.pprof (after closing them)")
 	closeFlag      = flag.Duration("close-deadline", 2*time.Minute, "how long closing every session may take to bring the bridge's goroutines back to the baseline")
@@ -31,25 +31,16 @@ var (
 	rateFlag       = flag.Int("memprofilerate", 0, "run the bridge with GODEBUG=memprofilerate=N for a finer heap profile (0: Go's default, one sample per 512 KiB); the profiler's own records then add to the figures")
 )
 
-// leaseNote is why the benchmark does not run the bridge with its default
-// Lease duration of 15 s: each session then renews its Lease every 5 s, and
-// 2,000 sessions would need 400 Lease updates a second, 8x the bridge's API
-// client limit of 50 requests a second (bridge/app.go clientQPS). Renewals
-// would queue past their deadline and the sessions would be lost before
-// they are measured. With 10 minutes, 2,000 sessions renew 10 times a
-// second.
-const leaseNote = "the bridge runs with --lease-duration %v: at its default of 15 s, %d sessions would need %.0f Lease renewals a second against its API client limit of 50 a second"
-
 // goroutineSlack is how far above its baseline the bridge's goroutine count
 // may settle once every session is closed. The baseline is taken with the
 // process warm (one session opened and closed, so the pools and
 // connections a first session creates exist), and idle; what can still
 // differ is a net/http keep-alive connection or two (client-go's to the API
 // server under a burst of requests, each one or two goroutines) and timers
-// about to fire. An idle session holds at least four (its handler, the
-// relay's two pumps and its Lease keeper), and the wait also requires the
-// sessions gauge and the silent source's connections at zero, so a leaked
-// session does not pass unseen.
+// about to fire. An idle session holds at least three (its handler and the
+// relay's two pumps), and the wait also requires the sessions gauge and the
+// silent source's connections at zero, so a leaked session does not pass
+// unseen.
 const goroutineSlack = 3
 
 // Protocol constants.
@@ -199,9 +190,6 @@ func profilePath(sz size, point string) string {
 // binary and measures it before, with them open, and after closing them.
 func measureBridge(ctx context.Context, tb testing.TB, sz size) bridgeResult {
 	tb.Helper()
-	if sz.lease < 3*time.Duration(sz.sessions)*time.Second/50 {
-		tb.Logf(leaseNote+"; this run's Lease duration may not keep them", sz.lease, sz.sessions, float64(sz.sessions)/5)
-	}
 	c, err := startCluster(ctx)
 	if err != nil {
 		tb.Fatal(err)
