@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"github.com/gorilla/websocket"
@@ -54,6 +55,10 @@ type Server struct {
 	mux      *http.ServeMux
 	// ctx ends every session when the bridge shuts down.
 	ctx context.Context
+	// sessionLog is deps.Log for sessions, which add their values lazily.
+	sessionLog logr.Logger
+	// running counts the sessions being set up or running, for Wait.
+	running sessionCount
 }
 
 // New builds a Server; ctx bounds every session it serves.
@@ -77,12 +82,18 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		authz:   auth.NewAuthorizer(deps.Kube.AuthorizationV1().SubjectAccessReviews()),
 		metrics: newMetrics(deps.Registerer),
 		ctx:     ctx,
+		// Not deps.Log.WithValues per session: see newLazyLogger.
+		sessionLog: newLazyLogger(deps.Log),
 	}
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: handshakeTimeout,
 		Subprotocols:     clientSubprotocols,
-		// ReadBufferSize 0 keeps net/http's 4 KiB reader (relay.ReadBufferSize);
-		// write buffers are pooled, so an idle session holds none.
+		// A read buffer of its own: with ReadBufferSize 0 gorilla would keep
+		// net/http's 4 KiB reader, and through it net/http's whole
+		// connection, for the session's life. Write buffers are pooled, so
+		// an idle session holds none (gorilla writes the handshake through
+		// net/http's writer, which it then drops).
+		ReadBufferSize:  relay.ReadBufferSize,
 		WriteBufferSize: relay.WriteBufferSize,
 		WriteBufferPool: relay.WriteBufferPool(),
 		// The Origin was checked before the upgrade, with the allowlist.
@@ -90,6 +101,53 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 	}
 	s.mux = s.routes()
 	return s, nil
+}
+
+// Wait blocks until every session has ended, or ctx ends. Sessions run on
+// goroutines of their own, which http.Server.Shutdown does not wait for:
+// once the Server's ctx (given to New) has ended, each session closes with
+// 1001 (the bridge is going away) and gives its Lease back, and Wait sees
+// them through.
+func (s *Server) Wait(ctx context.Context) error { return s.running.wait(ctx) }
+
+// sessionCount counts sessions; idle is closed whenever the count is zero.
+type sessionCount struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // nil while none was ever counted
+}
+
+func (l *sessionCount) add() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n == 0 {
+		l.idle = make(chan struct{})
+	}
+	l.n++
+}
+
+func (l *sessionCount) done() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n--
+	if l.n == 0 {
+		close(l.idle)
+	}
+}
+
+func (l *sessionCount) wait(ctx context.Context) error {
+	l.mu.Lock()
+	idle := l.idle
+	l.mu.Unlock()
+	if idle == nil {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // ServeHTTP implements http.Handler.

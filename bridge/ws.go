@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/gorilla/websocket"
 
 	"github.com/virtstation/virtstation/bridge/auth"
@@ -32,96 +33,160 @@ var clientSubprotocols = []string{upstream.Subprotocol, "binary.kubevirt.io", "b
 
 // session serves one mode's WebSocket. byVM is false on KubeVirt's own VMI
 // paths, where only the VMI is looked up.
+//
+// The handler sets the session up (authentication, the Lease, the upstream
+// dial, the upgrade, an SSH hello) and returns; the session then runs on a
+// goroutine of the Server's own (see live). Returning lets net/http drop
+// what it keeps for a request while its handler runs: the connection's
+// 4 KiB reader and writer, the response and the request, which are most of
+// an idle session's memory otherwise.
 func (s *Server) session(m mode, byVM bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ns, name := r.PathValue("namespace"), r.PathValue("name")
-		log := s.deps.Log.WithValues("mode", m.name, "vm", ns+"/"+name)
-		if !websocket.IsWebSocketUpgrade(r) {
-			s.refuse(w, r, m, auth.Credential{}, problemf(http.StatusBadRequest, ReasonBadRequest, "this endpoint speaks WebSocket only"))
+		// Counted from the start, so that shutdown waits for a session the
+		// handler is still setting up, whose connection net/http no longer
+		// tracks once it is hijacked.
+		s.running.add()
+		l := s.open(w, r, m, byVM)
+		if l == nil {
+			s.running.done()
 			return
 		}
-		user, cred, p := s.who(r, m.access(ns, name))
-		if p != nil {
-			s.refuse(w, r, m, cred, p)
-			return
-		}
-		log = log.WithValues("user", user.Name)
-		tgt, p := resolve(r.Context(), s.deps.Reader, ns, name, byVM)
-		if p != nil {
-			s.refuse(w, r, m, cred, p)
-			return
-		}
-		takeover := r.URL.Query().Get("takeover") == "true"
-		sess, p := s.acquire(r.Context(), session.Key{Namespace: ns, Name: name, Mode: m.name}, user.Name, takeover)
-		if p != nil {
-			s.refuse(w, r, m, cred, p)
-			return
-		}
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), releaseTimeout)
-			defer cancel()
-			if err := sess.Release(ctx); err != nil {
-				log.Error(err, "release session")
-			}
+		go func() {
+			defer s.running.done()
+			l.run()
 		}()
+	}
+}
 
-		var up relay.Endpoint
-		if m.sub != "" {
-			conn, p := s.dialUpstream(r.Context(), ns, name, m.sub, takeover)
-			if p != nil {
-				s.refuse(w, r, m, cred, p)
-				return
-			}
-			up = relay.NewWS(conn, relay.WSOptions{ReadLimit: upstreamReadLimit, PingInterval: s.opts.PingInterval, WriteTimeout: s.opts.WriteTimeout, Coalesce: true})
-		}
-		conn, err := s.upgrader.Upgrade(w, r, nil)
-		if err != nil {
-			if up != nil {
-				_ = up.Close(websocket.CloseNormalClosure, "client handshake failed")
-			}
-			return // the upgrader answered the client
-		}
-		s.metrics.requests.WithLabelValues(m.name, "OK").Inc()
-		client := relay.NewWS(conn, relay.WSOptions{ReadLimit: m.readLimit, PingInterval: s.opts.PingInterval, WriteTimeout: s.opts.WriteTimeout})
+// live is a session whose WebSocket is upgraded: what it needs to run to
+// its end, with nothing of the HTTP request it came from.
+type live struct {
+	s    *Server
+	m    mode
+	sess *session.Session
+	log  logr.Logger
+	// client and up are the two sides; opts is the relay's policy.
+	client *relay.WS
+	up     relay.Endpoint
+	opts   relay.Options
+	// vm is the VNC session's series, deleted at the end; nil for the
+	// other modes.
+	vm *vncSession
+}
 
-		filter := relay.ClientFilter(relay.ConsoleFilter)
-		var interceptor relay.Interceptor
-		meter := relay.Meter(s.metrics.meter(m.name))
-		switch m.name {
-		case modeVNC.name:
-			filter = nil
-			vm := s.metrics.vncSession(ns, name)
-			defer vm.end()
-			meter = vm.meter(meter)
-			interceptor = vnc.NewProxy(vnc.Options{
-				Adaptive:    adaptive(r, s.opts.VNCAdaptive),
-				Observer:    vm,
-				Log:         log,
-				LogInterval: s.opts.VNCLogInterval,
-			})
-		case modeSSH.name:
-			var end *relay.Ending
-			up, filter, end = s.openSSH(r.Context(), client, tgt, log)
-			if end != nil {
-				s.metrics.ended(m.name, end.Code)
-				return
-			}
+// open sets a session up, refusing the client (and releasing what it took)
+// when it cannot be. The live session it returns holds the Lease.
+func (s *Server) open(w http.ResponseWriter, r *http.Request, m mode, byVM bool) *live {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if !websocket.IsWebSocketUpgrade(r) {
+		s.refuse(w, r, m, auth.Credential{}, problemf(http.StatusBadRequest, ReasonBadRequest, "this endpoint speaks WebSocket only"))
+		return nil
+	}
+	user, cred, p := s.who(r, m.access(ns, name))
+	if p != nil {
+		s.refuse(w, r, m, cred, p)
+		return nil
+	}
+	tgt, p := resolve(r.Context(), s.deps.Reader, ns, name, byVM)
+	if p != nil {
+		s.refuse(w, r, m, cred, p)
+		return nil
+	}
+	takeover := r.URL.Query().Get("takeover") == "true"
+	sess, p := s.acquire(r.Context(), session.Key{Namespace: ns, Name: name, Mode: m.name}, user.Name, takeover)
+	if p != nil {
+		s.refuse(w, r, m, cred, p)
+		return nil
+	}
+	l := &live{s: s, m: m, sess: sess, log: s.sessionLog.WithValues("mode", m.name, "vm", ns+"/"+name, "user", user.Name)}
+	defer func() {
+		if l.client == nil { // not handed over: the session never started
+			l.release()
 		}
+	}()
 
-		log.Info("session started", "since", sess.Since)
-		s.metrics.active.WithLabelValues(m.name).Inc()
-		end := relay.Relay(s.ctx, client, up, relay.Options{
-			IdleTimeout:  s.opts.IdleTimeout,
-			Filter:       filter,
-			Interceptor:  interceptor,
-			Lost:         sess.Lost(),
-			LostEnding:   func() relay.Ending { return lostEnding(sess.LostReason()) },
-			Meter:        meter,
-			UpstreamName: m.upstreamName,
+	var up relay.Endpoint
+	if m.sub != "" {
+		conn, p := s.dialUpstream(r.Context(), ns, name, m.sub, takeover)
+		if p != nil {
+			s.refuse(w, r, m, cred, p)
+			return nil
+		}
+		up = relay.NewWS(conn, relay.WSOptions{ReadLimit: upstreamReadLimit, PingInterval: s.opts.PingInterval, WriteTimeout: s.opts.WriteTimeout, Coalesce: true})
+	}
+	conn, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		if up != nil {
+			_ = up.Close(websocket.CloseNormalClosure, "client handshake failed")
+		}
+		return nil // the upgrader answered the client
+	}
+	s.metrics.requests.WithLabelValues(m.name, "OK").Inc()
+	client := relay.NewWS(conn, relay.WSOptions{ReadLimit: m.readLimit, PingInterval: s.opts.PingInterval, WriteTimeout: s.opts.WriteTimeout})
+
+	filter := relay.ClientFilter(relay.ConsoleFilter)
+	var interceptor relay.Interceptor
+	meter := relay.Meter(s.metrics.meter(m.name))
+	switch m.name {
+	case modeVNC.name:
+		filter = nil
+		l.vm = s.metrics.vncSession(ns, name)
+		meter = l.vm.meter(meter)
+		interceptor = vnc.NewProxy(vnc.Options{
+			Adaptive:    adaptive(r, s.opts.VNCAdaptive),
+			Observer:    l.vm,
+			Log:         l.log,
+			LogInterval: s.opts.VNCLogInterval,
 		})
-		s.metrics.active.WithLabelValues(m.name).Dec()
-		s.metrics.ended(m.name, end.Code)
-		log.Info("session ended", "code", end.Code, "reason", end.Reason)
+	case modeSSH.name:
+		var end *relay.Ending
+		up, filter, end = s.openSSH(r.Context(), client, tgt, l.log)
+		if end != nil {
+			s.metrics.ended(m.name, end.Code)
+			return nil
+		}
+	}
+	l.client, l.up = client, up
+	l.opts = relay.Options{
+		IdleTimeout:  s.opts.IdleTimeout,
+		Filter:       filter,
+		Interceptor:  interceptor,
+		Lost:         sess.Lost(),
+		LostEnding:   func() relay.Ending { return lostEnding(sess.LostReason()) },
+		Meter:        meter,
+		UpstreamName: m.upstreamName,
+	}
+	return l
+}
+
+// run relays the session until it ends, counts and logs the ending, and
+// gives the Lease back. It runs after the handler has returned: it
+// depends on the Server's ctx, never the request's.
+func (l *live) run() {
+	defer l.release()
+	if l.vm != nil {
+		defer l.vm.end()
+	}
+	s := l.s
+	l.log.Info("session started", "since", l.sess.Since)
+	s.metrics.active.WithLabelValues(l.m.name).Inc()
+	// Counted and logged as soon as the close frames are out; Relay
+	// returns once upstream has answered.
+	l.opts.Ended = func(end relay.Ending) {
+		s.metrics.active.WithLabelValues(l.m.name).Dec()
+		s.metrics.ended(l.m.name, end.Code)
+		l.log.Info("session ended", "code", end.Code, "reason", end.Reason)
+	}
+	relay.Relay(s.ctx, l.client, l.up, l.opts)
+}
+
+// release gives the session's Lease back, within releaseTimeout even when
+// the bridge is shutting down.
+func (l *live) release() {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.s.ctx), releaseTimeout)
+	defer cancel()
+	if err := l.sess.Release(ctx); err != nil {
+		l.log.Error(err, "release session")
 	}
 }
 

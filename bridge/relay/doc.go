@@ -1,10 +1,14 @@
 // Package relay pumps one bridge session: a browser or CLI WebSocket on one
 // side, KubeVirt's subresource WebSocket (or an SSH channel) on the other.
 //
-// Concurrency contract: Relay runs one goroutine per direction, so each
-// Endpoint has exactly one reader and one writer; close frames and pings go
-// through gorilla's WriteControl, which is safe beside them (pings are sent
-// from a timer, not a goroutine of their own). Memory per session is
+// Concurrency contract: Relay runs one goroutine per direction (the
+// calling goroutine pumps upstream to client, one goroutine of its own
+// client to upstream), so each Endpoint has exactly one reader and one
+// writer; close frames and pings go through gorilla's WriteControl, which
+// is safe beside them. Nothing else parks a goroutine per session: pings
+// and the idle check are timers, ctx is watched with context.AfterFunc,
+// and the Lost channels of all sessions share a few watcher goroutines.
+// Memory per session is
 // bounded: a direction holds at most one message in flight, and every
 // socket has a read limit, so a slow client slows its upstream instead of
 // growing a buffer. An idle session holds no large buffer: message, write

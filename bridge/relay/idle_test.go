@@ -32,8 +32,8 @@ const idleSessions = 200
 // Lease, metrics, TLS).
 const (
 	idleBytesBudget      = 64 << 10
-	idleRelayBytesBound  = 40 << 10
-	idleGoroutinesBound  = 3
+	idleRelayBytesBound  = 20 << 10
+	idleGoroutinesBound  = 2
 	idleSettle           = 1500 * time.Millisecond // past the proxy's idle repaint
 	idleHandshakeTimeout = 10 * time.Second
 )
@@ -131,11 +131,14 @@ func idleFootprint(t *testing.T, adaptive bool, sessions int) footprint {
 }
 
 // bridgeHandler is the bridge's VNC session, as bridge/ws.go assembles it,
-// without authentication and the session Lease.
+// without authentication and the session Lease: the handler sets the
+// session up and returns, and the relay runs on a goroutine of its own,
+// with a Lost channel (never closed) as the Lease's.
 func bridgeHandler(ctx context.Context, upstreamURL string, adaptive bool, ended chan<- relay.Ending) http.Handler {
 	upgrader := websocket.Upgrader{
 		HandshakeTimeout: idleHandshakeTimeout,
 		Subprotocols:     []string{"binary"},
+		ReadBufferSize:   relay.ReadBufferSize,
 		WriteBufferSize:  relay.WriteBufferSize,
 		WriteBufferPool:  relay.WriteBufferPool(),
 	}
@@ -162,14 +165,20 @@ func bridgeHandler(ctx context.Context, upstreamURL string, adaptive bool, ended
 			_ = up.Close(websocket.CloseNormalClosure, "client handshake failed")
 			return
 		}
-		end := relay.Relay(ctx, relay.NewWS(conn, opts), up, relay.Options{
+		client := relay.NewWS(conn, opts)
+		ropts := relay.Options{
 			IdleTimeout:  6 * time.Hour,
 			Interceptor:  vnc.NewProxy(vnc.Options{Adaptive: adaptive}),
+			Lost:         make(chan struct{}),
+			LostEnding:   func() relay.Ending { return relay.Ending{Code: relay.CodeSessionLost} },
 			UpstreamName: "VNC display",
-		})
-		if ctx.Err() == nil {
-			ended <- end
 		}
+		go func() {
+			end := relay.Relay(ctx, client, up, ropts)
+			if ctx.Err() == nil {
+				ended <- end
+			}
+		}()
 	})
 }
 

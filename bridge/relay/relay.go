@@ -31,8 +31,9 @@ type Meter interface {
 }
 
 // Interceptor is a protocol-aware layer between the client and upstream
-// (the RFB-aware VNC path). Relay calls Client and Delivered from its two
-// pump goroutines; send may be called from any goroutine.
+// (the RFB-aware VNC path). Relay calls Client from its client pump, and
+// Upstream and Delivered from its upstream pump (the calling goroutine);
+// send may be called from any goroutine.
 type Interceptor interface {
 	// Start is called once before any message, with send, which writes a
 	// message of the interceptor's own upstream (a paced request, a
@@ -66,6 +67,11 @@ type Options struct {
 	Meter      Meter
 	// UpstreamName names the other side in reasons: "console", "VNC display".
 	UpstreamName string
+	// Ended, when set, is called once with the Ending as soon as it is
+	// known and both close frames are sent, on the goroutine that ended
+	// the session; Relay returns it later, once upstream has answered.
+	// It is for what should not wait for that: metrics and logs.
+	Ended func(Ending)
 }
 
 // EndingError is returned by a ClientFilter to end the session with a
@@ -77,6 +83,13 @@ func (e *EndingError) Error() string { return fmt.Sprintf("%d %s", e.Code, e.Rea
 // Relay pumps messages between client and upstream until one side ends,
 // the session is lost, it idles out or ctx ends. Both sides get a close
 // frame saying why; the Ending is returned for logs and metrics.
+//
+// Relay pumps upstream to client on the calling goroutine and client to
+// upstream on one goroutine of its own; the idle timeout, ctx and Lost are
+// waited on by timers and shared watchers, so an idle session parks two
+// goroutines. Once the first Ending is known, Relay returns when upstream
+// has answered its close frame (or closeGrace has passed); the client pump
+// drains the client's reply on its own.
 func Relay(ctx context.Context, client, upstream Endpoint, opts Options) Ending {
 	filter := opts.Filter
 	if filter == nil {
@@ -97,37 +110,83 @@ func Relay(ctx context.Context, client, upstream Endpoint, opts Options) Ending 
 		})
 		defer ic.Stop()
 	}
+	e := &ending{client: client, upstream: upstream, ended: opts.Ended}
 	var lastInput atomic.Int64
 	lastInput.Store(time.Now().UnixNano())
-	ends := make(chan Ending, 2)
 
-	go func() { ends <- pumpClient(client, upstream, filter, &lastInput, opts) }()
-	go func() { ends <- pumpUpstream(upstream, client, opts) }()
-
-	idle := time.NewTicker(idleCheckInterval(opts.IdleTimeout))
-	defer idle.Stop()
-	var end Ending
-wait:
-	for {
-		select {
-		case end = <-ends:
-			break wait
-		case <-opts.Lost:
-			end = opts.LostEnding()
-			break wait
-		case <-ctx.Done():
-			end = Ending{Code: CodeGoingAway, Reason: "the bridge is shutting down; reconnect"}
-			break wait
-		case now := <-idle.C:
-			if since := now.Sub(time.Unix(0, lastInput.Load())); since >= opts.IdleTimeout {
-				end = Ending{Code: CodeIdle, Reason: fmt.Sprintf("closed after %s without input", opts.IdleTimeout)}
-				break wait
-			}
-		}
+	go func() { e.set(pumpClient(client, upstream, filter, &lastInput, opts)) }()
+	stopCtx := context.AfterFunc(ctx, func() {
+		e.set(Ending{Code: CodeGoingAway, Reason: "the bridge is shutting down; reconnect"})
+	})
+	defer stopCtx()
+	if opts.Lost != nil {
+		stopLost := afterClose(opts.Lost, func() { e.set(opts.LostEnding()) })
+		defer stopLost()
 	}
-	_ = upstream.Close(websocket.CloseNormalClosure, "client session ended")
-	_ = client.Close(end.Code, end.Reason)
-	return end
+	idle := newIdleTimer(opts.IdleTimeout, &lastInput, e)
+	defer idle.stop()
+
+	e.set(pumpUpstream(upstream, client, opts))
+	return e.end
+}
+
+// ending is a session's Ending: the first one set wins, and setting it
+// sends both sides their close frame.
+type ending struct {
+	once             sync.Once
+	end              Ending
+	client, upstream Endpoint
+	ended            func(Ending) // Options.Ended
+}
+
+// set records end unless an Ending is known already. When set returns,
+// e.end is final.
+func (e *ending) set(end Ending) {
+	e.once.Do(func() {
+		e.end = end
+		_ = e.upstream.Close(websocket.CloseNormalClosure, "client session ended")
+		_ = e.client.Close(end.Code, end.Reason)
+		if e.ended != nil {
+			e.ended(end)
+		}
+	})
+}
+
+// idleTimer ends a session once no input has come for the idle timeout,
+// checking every idleCheckInterval from a timer rather than a goroutine.
+type idleTimer struct {
+	timeout, every time.Duration
+	lastInput      *atomic.Int64
+	e              *ending
+	mu             sync.Mutex
+	t              *time.Timer // nil once stopped
+}
+
+func newIdleTimer(timeout time.Duration, lastInput *atomic.Int64, e *ending) *idleTimer {
+	it := &idleTimer{timeout: timeout, every: idleCheckInterval(timeout), lastInput: lastInput, e: e}
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	it.t = time.AfterFunc(it.every, it.check)
+	return it
+}
+
+func (it *idleTimer) check() {
+	if time.Since(time.Unix(0, it.lastInput.Load())) >= it.timeout {
+		it.e.set(Ending{Code: CodeIdle, Reason: fmt.Sprintf("closed after %s without input", it.timeout)})
+		return
+	}
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	if it.t != nil {
+		it.t.Reset(it.every)
+	}
+}
+
+func (it *idleTimer) stop() {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	it.t.Stop()
+	it.t = nil
 }
 
 // idleCheckInterval is a tenth of the timeout, within [10ms, 1m]: precise

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -156,7 +157,10 @@ func TestRelayEndings(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			lost := make(chan struct{})
-			r := newRig(t, ctx, tc.opts(lost))
+			opts := tc.opts(lost)
+			ended := make(chan Ending, 2)
+			opts.Ended = func(end Ending) { ended <- end }
+			r := newRig(t, ctx, opts)
 			up := r.upstreamConn(t)
 			go func() { // the upstream answers pings by reading
 				for {
@@ -177,6 +181,13 @@ func TestRelayEndings(t *testing.T) {
 				}
 			case <-time.After(5 * time.Second):
 				t.Fatal("Relay did not return")
+			}
+			// Ended saw the same Ending, once, before Relay returned.
+			if len(ended) != 1 {
+				t.Fatalf("Ended called %d times, want once", len(ended))
+			}
+			if end := <-ended; end.Code != tc.code {
+				t.Fatalf("Ended got %+v", end)
 			}
 		})
 	}
@@ -261,5 +272,130 @@ func TestIsResize(t *testing.T) {
 		if got := IsResize(tc.kind, []byte(tc.p)); got != tc.want {
 			t.Errorf("%s: IsResize = %v", name, got)
 		}
+	}
+}
+
+// TestIdleRelayParksTwoGoroutines holds sessions open, idle, with a Lost
+// channel and a ctx each, and counts what they park: the calling goroutine
+// (the upstream pump) and the client pump, and no waiter of their own; the
+// Lost channels share the watchers' few goroutines. Closing Lost then ends
+// every session with its close frame, as a take-over does.
+func TestIdleRelayParksTwoGoroutines(t *testing.T) {
+	const sessions = 50
+	quiet := WSOptions{ReadLimit: 1 << 10, PingInterval: time.Minute, WriteTimeout: time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lost := make(chan struct{})
+	opts := Options{IdleTimeout: time.Hour, Lost: lost, LostEnding: func() Ending {
+		return Ending{Code: CodeTakenOver, Reason: "taken over by another user (bob)"}
+	}}
+	ups := make(chan *websocket.Conn, sessions)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if c, err := (&websocket.Upgrader{}).Upgrade(w, req, nil); err == nil {
+			ups <- c
+		}
+	}))
+	defer up.Close()
+	ended := make(chan Ending, sessions)
+	bridge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		uc, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(up.URL, "http"), nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		cc, err := (&websocket.Upgrader{}).Upgrade(w, req, nil)
+		if err != nil {
+			return
+		}
+		ended <- Relay(ctx, NewWS(cc, quiet), NewWS(uc, quiet), opts)
+	}))
+	defer bridge.Close()
+
+	before := settledGoroutines(t, -1)
+	clients := make([]*websocket.Conn, 0, sessions)
+	for range sessions {
+		c, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(bridge.URL, "http"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = c.Close() }()
+		defer func() { _ = (<-ups).Close() }()
+		clients = append(clients, c)
+	}
+	// At most one watcher goroutine per watchShardSize sessions.
+	want := before + 2*sessions + (sessions+watchShardSize-1)/watchShardSize
+	if got := settledGoroutines(t, want); got != want {
+		t.Fatalf("%d goroutines with %d idle sessions, %d without; want %d (two per session and the watchers)", got, sessions, before, want)
+	}
+
+	close(lost)
+	for _, c := range clients {
+		if ce := closeOf(t, c); ce.Code != CodeTakenOver {
+			t.Fatalf("close = %d %q, want %d", ce.Code, ce.Text, CodeTakenOver)
+		}
+	}
+	for range sessions {
+		select {
+		case end := <-ended:
+			if end.Code != CodeTakenOver {
+				t.Fatalf("Relay returned %+v", end)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Relay did not return")
+		}
+	}
+	if got := settledGoroutines(t, before); got != before {
+		t.Fatalf("%d goroutines after every session ended, want %d", got, before)
+	}
+}
+
+// settledGoroutines waits up to 5 s for the goroutine count to reach want
+// (to stop changing, when want < 0) and returns it.
+func settledGoroutines(t *testing.T, want int) int {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	last := runtime.NumGoroutine()
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		n := runtime.NumGoroutine()
+		if n == want || (want < 0 && n == last) {
+			return n
+		}
+		last = n
+	}
+	return last
+}
+
+func TestAfterCloseCallsOnceUnlessStopped(t *testing.T) {
+	fired := make(chan int, 3)
+	chans := []chan struct{}{make(chan struct{}), make(chan struct{}), make(chan struct{})}
+	var stops []func() bool
+	for i, ch := range chans {
+		stops = append(stops, afterClose(ch, func() { fired <- i }))
+	}
+	if !stops[1]() {
+		t.Fatal("stop before the close reported the call as gone already")
+	}
+	close(chans[0])
+	close(chans[1])
+	select {
+	case i := <-fired:
+		if i != 0 {
+			t.Fatalf("stopped watch %d fired", i)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing a watched channel called nothing")
+	}
+	if stops[0]() {
+		t.Fatal("stop after the call reported it stopped")
+	}
+	close(chans[2])
+	if i := <-fired; i != 2 {
+		t.Fatalf("watch %d fired, want 2", i)
+	}
+	select {
+	case i := <-fired:
+		t.Fatalf("watch %d fired twice or after its stop", i)
+	case <-time.After(100 * time.Millisecond):
 	}
 }

@@ -43,9 +43,10 @@ type WSOptions struct {
 // WebSocket keeps only its small socket read buffer; the message buffer and
 // gorilla's write buffer come from pools while a message is in flight.
 const (
-	// ReadBufferSize is gorilla's read buffer for the upstream side (its
-	// Dialer; the Upgrader keeps net/http's 4 KiB reader for the client
-	// side). It holds frame headers and small messages only: a read into a
+	// ReadBufferSize is gorilla's read buffer, for the Dialer (upstream)
+	// and the Upgrader (client): the Upgrader must not keep net/http's
+	// 4 KiB reader instead, which would keep net/http's whole connection
+	// too. It holds frame headers and small messages only: a read into a
 	// message buffer at least this large bypasses it (bufio reads straight
 	// into the caller's slice), and on a ReadAheadConn a refill is a copy,
 	// not a system call, so small costs nothing but saves idle memory.

@@ -27,7 +27,8 @@ import (
 // live on their own deadlines.
 const readHeaderTimeout = 10 * time.Second
 
-// shutdownGrace lets sessions send their close frames on SIGTERM.
+// shutdownGrace lets sessions send their close frames and give their
+// Leases back on SIGTERM.
 const shutdownGrace = 5 * time.Second
 
 func main() {
@@ -94,9 +95,10 @@ func main() {
 	}
 }
 
-// serve runs the HTTP server until ctx ends, with TLS from certDir when set.
-func serve(ctx context.Context, listen, certDir string, h http.Handler) error {
-	hs := &http.Server{Addr: listen, Handler: h, ReadHeaderTimeout: readHeaderTimeout}
+// serve runs the HTTP server until ctx ends, with TLS from certDir when set,
+// then waits for the sessions, which end with ctx, to close.
+func serve(ctx context.Context, listen, certDir string, srv *bridge.Server) error {
+	hs := &http.Server{Addr: listen, Handler: srv, ReadHeaderTimeout: readHeaderTimeout}
 	errc := make(chan error, 2)
 	if certDir != "" {
 		cw, err := certwatcher.New(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
@@ -119,6 +121,9 @@ func serve(ctx context.Context, listen, certDir string, h http.Handler) error {
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
+	// Shutdown does not wait for hijacked connections: the sessions run on
+	// the bridge's own goroutines.
+	_ = srv.Wait(sctx)
 	return nil
 }
 
