@@ -151,7 +151,7 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, m mode, byVM bool)
 		IdleTimeout:  s.opts.IdleTimeout,
 		Filter:       filter,
 		Interceptor:  interceptor,
-		Lost:         sess.Lost(),
+		Lost:         sess.Context(),
 		LostEnding:   func() relay.Ending { return lostEnding(sess.LostReason()) },
 		Meter:        meter,
 		UpstreamName: m.upstreamName,

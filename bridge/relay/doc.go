@@ -6,10 +6,8 @@
 // client to upstream), so each Endpoint has exactly one reader and one
 // writer; close frames and pings go through gorilla's WriteControl, which
 // is safe beside them. Nothing else parks a goroutine per session: pings
-// and the idle check are timers, ctx is watched with context.AfterFunc,
-// and the Lost channels of all sessions share a few watcher goroutines.
-// Memory per session is
-// bounded: a direction holds at most one message in flight, and every
+// and the idle check are timers, and ctx and the session's Lost context
+// are watched with context.AfterFunc. Memory per session is bounded: a direction holds at most one message in flight, and every
 // socket has a read limit, so a slow client slows its upstream instead of
 // growing a buffer. An idle session holds no large buffer: message, write
 // and read-ahead buffers come from pools while bytes are in flight (see

@@ -133,7 +133,7 @@ func idleFootprint(t *testing.T, adaptive bool, sessions int) footprint {
 // bridgeHandler is the bridge's VNC session, as bridge/ws.go assembles it,
 // without authentication and the session Lease: the handler sets the
 // session up and returns, and the relay runs on a goroutine of its own,
-// with a Lost channel (never closed) as the Lease's.
+// with a Lost context (never done) as the Lease's.
 func bridgeHandler(ctx context.Context, upstreamURL string, adaptive bool, ended chan<- relay.Ending) http.Handler {
 	upgrader := websocket.Upgrader{
 		HandshakeTimeout: idleHandshakeTimeout,
@@ -169,7 +169,7 @@ func bridgeHandler(ctx context.Context, upstreamURL string, adaptive bool, ended
 		ropts := relay.Options{
 			IdleTimeout:  6 * time.Hour,
 			Interceptor:  vnc.NewProxy(vnc.Options{Adaptive: adaptive}),
-			Lost:         make(chan struct{}),
+			Lost:         context.Background(),
 			LostEnding:   func() relay.Ending { return relay.Ending{Code: relay.CodeSessionLost} },
 			UpstreamName: "VNC display",
 		}

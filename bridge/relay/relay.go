@@ -61,8 +61,9 @@ type Options struct {
 	Filter ClientFilter
 	// Interceptor, when set, replaces Filter and sees both directions.
 	Interceptor Interceptor
-	// Lost, when it closes, ends the session with LostEnding().
-	Lost       <-chan struct{}
+	// Lost, when it is done, ends the session with LostEnding(): the
+	// session Lease's context (session.Session.Context).
+	Lost       context.Context
 	LostEnding func() Ending
 	Meter      Meter
 	// UpstreamName names the other side in reasons: "console", "VNC display".
@@ -85,9 +86,9 @@ func (e *EndingError) Error() string { return fmt.Sprintf("%d %s", e.Code, e.Rea
 // frame saying why; the Ending is returned for logs and metrics.
 //
 // Relay pumps upstream to client on the calling goroutine and client to
-// upstream on one goroutine of its own; the idle timeout, ctx and Lost are
-// waited on by timers and shared watchers, so an idle session parks two
-// goroutines. Once the first Ending is known, Relay returns when upstream
+// upstream on one goroutine of its own; the idle timeout is a timer and
+// ctx and Lost are waited on with context.AfterFunc, so an idle session
+// parks two goroutines. Once the first Ending is known, Relay returns when upstream
 // has answered its close frame (or closeGrace has passed); the client pump
 // drains the client's reply on its own.
 func Relay(ctx context.Context, client, upstream Endpoint, opts Options) Ending {
@@ -120,7 +121,7 @@ func Relay(ctx context.Context, client, upstream Endpoint, opts Options) Ending 
 	})
 	defer stopCtx()
 	if opts.Lost != nil {
-		stopLost := afterClose(opts.Lost, func() { e.set(opts.LostEnding()) })
+		stopLost := context.AfterFunc(opts.Lost, func() { e.set(opts.LostEnding()) })
 		defer stopLost()
 	}
 	idle := newIdleTimer(opts.IdleTimeout, &lastInput, e)

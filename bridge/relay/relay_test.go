@@ -113,40 +113,40 @@ func TestRelayCarriesBytesBothWays(t *testing.T) {
 
 func TestRelayEndings(t *testing.T) {
 	cases := map[string]struct {
-		opts   func(lost chan struct{}) Options
-		act    func(t *testing.T, client, up *websocket.Conn, lost chan struct{}, cancel context.CancelFunc)
+		opts   func(lost context.Context) Options
+		act    func(t *testing.T, client, up *websocket.Conn, lose, cancel context.CancelFunc)
 		code   int
 		reason string
 	}{
 		"idle without input": {
-			opts: func(chan struct{}) Options { return Options{IdleTimeout: 300 * time.Millisecond} },
-			act:  func(*testing.T, *websocket.Conn, *websocket.Conn, chan struct{}, context.CancelFunc) {},
+			opts: func(context.Context) Options { return Options{IdleTimeout: 300 * time.Millisecond} },
+			act:  func(*testing.T, *websocket.Conn, *websocket.Conn, context.CancelFunc, context.CancelFunc) {},
 			code: CodeIdle, reason: "without input",
 		},
 		"taken over": {
-			opts: func(lost chan struct{}) Options {
+			opts: func(lost context.Context) Options {
 				return Options{IdleTimeout: time.Hour, Lost: lost, LostEnding: func() Ending {
 					return Ending{Code: CodeTakenOver, Reason: "taken over by another user (bob)"}
 				}}
 			},
-			act:  func(_ *testing.T, _, _ *websocket.Conn, lost chan struct{}, _ context.CancelFunc) { close(lost) },
+			act:  func(_ *testing.T, _, _ *websocket.Conn, lose, _ context.CancelFunc) { lose() },
 			code: CodeTakenOver, reason: "taken over by another user (bob)",
 		},
 		"bridge shutting down": {
-			opts: func(chan struct{}) Options { return Options{IdleTimeout: time.Hour} },
-			act:  func(_ *testing.T, _, _ *websocket.Conn, _ chan struct{}, cancel context.CancelFunc) { cancel() },
+			opts: func(context.Context) Options { return Options{IdleTimeout: time.Hour} },
+			act:  func(_ *testing.T, _, _ *websocket.Conn, _ context.CancelFunc, cancel context.CancelFunc) { cancel() },
 			code: CodeGoingAway, reason: "shutting down",
 		},
 		"upstream closed": {
-			opts: func(chan struct{}) Options { return Options{IdleTimeout: time.Hour, UpstreamName: "console"} },
-			act: func(_ *testing.T, _, up *websocket.Conn, _ chan struct{}, _ context.CancelFunc) {
+			opts: func(context.Context) Options { return Options{IdleTimeout: time.Hour, UpstreamName: "console"} },
+			act: func(_ *testing.T, _, up *websocket.Conn, _ context.CancelFunc, _ context.CancelFunc) {
 				_ = up.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "vmi stopped"), time.Now().Add(time.Second))
 			},
 			code: CodeUpstreamClosed, reason: "the console closed: vmi stopped",
 		},
 		"message over the read limit": {
-			opts: func(chan struct{}) Options { return Options{IdleTimeout: time.Hour} },
-			act: func(t *testing.T, client, _ *websocket.Conn, _ chan struct{}, _ context.CancelFunc) {
+			opts: func(context.Context) Options { return Options{IdleTimeout: time.Hour} },
+			act: func(t *testing.T, client, _ *websocket.Conn, _ context.CancelFunc, _ context.CancelFunc) {
 				_ = client.WriteMessage(websocket.BinaryMessage, make([]byte, testWS.ReadLimit+1))
 			},
 			code: websocket.CloseMessageTooBig,
@@ -156,7 +156,8 @@ func TestRelayEndings(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			lost := make(chan struct{})
+			lost, lose := context.WithCancel(context.Background())
+			defer lose()
 			opts := tc.opts(lost)
 			ended := make(chan Ending, 2)
 			opts.Ended = func(end Ending) { ended <- end }
@@ -169,7 +170,7 @@ func TestRelayEndings(t *testing.T) {
 					}
 				}
 			}()
-			tc.act(t, r.client, up, lost, cancel)
+			tc.act(t, r.client, up, lose, cancel)
 			ce := closeOf(t, r.client)
 			if ce.Code != tc.code || !strings.Contains(ce.Text, tc.reason) {
 				t.Fatalf("close = %d %q, want %d containing %q", ce.Code, ce.Text, tc.code, tc.reason)
@@ -276,16 +277,17 @@ func TestIsResize(t *testing.T) {
 }
 
 // TestIdleRelayParksTwoGoroutines holds sessions open, idle, with a Lost
-// channel and a ctx each, and counts what they park: the calling goroutine
-// (the upstream pump) and the client pump, and no waiter of their own; the
-// Lost channels share the watchers' few goroutines. Closing Lost then ends
-// every session with its close frame, as a take-over does.
+// context and a ctx each, and counts what they park: the calling goroutine
+// (the upstream pump) and the client pump, and no waiter of their own.
+// Cancelling Lost then ends every session with its close frame, as a
+// take-over does.
 func TestIdleRelayParksTwoGoroutines(t *testing.T) {
 	const sessions = 50
 	quiet := WSOptions{ReadLimit: 1 << 10, PingInterval: time.Minute, WriteTimeout: time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	lost := make(chan struct{})
+	lost, lose := context.WithCancel(context.Background())
+	defer lose()
 	opts := Options{IdleTimeout: time.Hour, Lost: lost, LostEnding: func() Ending {
 		return Ending{Code: CodeTakenOver, Reason: "taken over by another user (bob)"}
 	}}
@@ -322,13 +324,12 @@ func TestIdleRelayParksTwoGoroutines(t *testing.T) {
 		defer func() { _ = (<-ups).Close() }()
 		clients = append(clients, c)
 	}
-	// At most one watcher goroutine per watchShardSize sessions.
-	want := before + 2*sessions + (sessions+watchShardSize-1)/watchShardSize
+	want := before + 2*sessions
 	if got := settledGoroutines(t, want); got != want {
-		t.Fatalf("%d goroutines with %d idle sessions, %d without; want %d (two per session and the watchers)", got, sessions, before, want)
+		t.Fatalf("%d goroutines with %d idle sessions, %d without; want %d (two per session)", got, sessions, before, want)
 	}
 
-	close(lost)
+	lose()
 	for _, c := range clients {
 		if ce := closeOf(t, c); ce.Code != CodeTakenOver {
 			t.Fatalf("close = %d %q, want %d", ce.Code, ce.Text, CodeTakenOver)
@@ -364,38 +365,4 @@ func settledGoroutines(t *testing.T, want int) int {
 		last = n
 	}
 	return last
-}
-
-func TestAfterCloseCallsOnceUnlessStopped(t *testing.T) {
-	fired := make(chan int, 3)
-	chans := []chan struct{}{make(chan struct{}), make(chan struct{}), make(chan struct{})}
-	var stops []func() bool
-	for i, ch := range chans {
-		stops = append(stops, afterClose(ch, func() { fired <- i }))
-	}
-	if !stops[1]() {
-		t.Fatal("stop before the close reported the call as gone already")
-	}
-	close(chans[0])
-	close(chans[1])
-	select {
-	case i := <-fired:
-		if i != 0 {
-			t.Fatalf("stopped watch %d fired", i)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("closing a watched channel called nothing")
-	}
-	if stops[0]() {
-		t.Fatal("stop after the call reported it stopped")
-	}
-	close(chans[2])
-	if i := <-fired; i != 2 {
-		t.Fatalf("watch %d fired, want 2", i)
-	}
-	select {
-	case i := <-fired:
-		t.Fatalf("watch %d fired twice or after its stop", i)
-	case <-time.After(100 * time.Millisecond):
-	}
 }

@@ -30,30 +30,40 @@ type Session struct {
 	stopped     bool            // ended as the Registry stopped, not released
 	releasing   <-chan struct{} // closed when the queued release is done; nil when none was queued
 
-	lost   chan struct{}
-	reason error // set before lost is closed
+	// ctx is done once the session has lost its slot or was released;
+	// cancel ends it. A context rather than a bare channel, so a relay can
+	// wait for it with context.AfterFunc instead of a goroutine.
+	ctx    context.Context
+	cancel context.CancelFunc
+	reason error // set before ctx is cancelled
 }
 
 // newSession returns a session of r for user, not yet holding the slot.
 func newSession(r *Registry, k Key, user string) *Session {
 	id := rand.Text()
+	ctx, cancel := context.WithCancel(context.Background())
 	return &Session{
 		Key: k, ID: id, User: user,
 		holder:   holderID{Replica: r.replica, Session: id},
 		registry: r,
-		lost:     make(chan struct{}),
+		ctx:      ctx,
+		cancel:   cancel,
 	}
 }
 
 // Lost is closed when the session has lost its slot, or was released;
 // LostReason says why.
-func (s *Session) Lost() <-chan struct{} { return s.lost }
+func (s *Session) Lost() <-chan struct{} { return s.ctx.Done() }
+
+// Context is done when Lost is closed: wait for the loss with
+// context.AfterFunc, which parks no goroutine.
+func (s *Session) Context() context.Context { return s.ctx }
 
 // LostReason is nil while the session holds its slot; afterwards it is
 // TakenOver, ErrExpired or ErrReleased.
 func (s *Session) LostReason() error {
 	select {
-	case <-s.lost:
+	case <-s.ctx.Done():
 		return s.reason
 	default:
 		return nil
@@ -64,7 +74,7 @@ func (s *Session) LostReason() error {
 // held.
 func (s *Session) end(reason error) {
 	s.reason = reason
-	close(s.lost)
+	s.cancel()
 }
 
 // Release ends the session (Lost closes with ErrReleased, unless it was lost

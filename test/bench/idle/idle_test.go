@@ -37,10 +37,10 @@ var (
 // connections a first session creates exist), and idle; what can still
 // differ is a net/http keep-alive connection or two (client-go's to the API
 // server under a burst of requests, each one or two goroutines) and timers
-// about to fire. An idle session holds at least three (its handler and the
-// relay's two pumps), and the wait also requires the sessions gauge and the
-// silent source's connections at zero, so a leaked session does not pass
-// unseen.
+// about to fire. An idle session holds two (the relay's two pumps), so the
+// slack alone could hide one; the wait therefore also requires the
+// sessions gauge and the silent source's connections at zero, and a leaked
+// session does not pass unseen.
 const goroutineSlack = 3
 
 // Protocol constants.
