@@ -14,6 +14,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/virtstation/virtstation/bridge/janitor"
 	"github.com/virtstation/virtstation/bridge/session"
 	"github.com/virtstation/virtstation/bridge/sshbridge"
 	"github.com/virtstation/virtstation/bridge/upstream"
@@ -42,10 +43,13 @@ type Config struct {
 	// LeaseDuration is how long a crashed replica's sessions stay held;
 	// zero takes session.DefaultLeaseDuration.
 	LeaseDuration time.Duration
-	Options       Options
-	Log           logr.Logger
-	Registerer    prometheus.Registerer
-	Gatherer      prometheus.Gatherer
+	// SweepEvery is how often the janitor deletes what deleted VMs and
+	// gone replicas left behind; zero takes janitor.DefaultEvery.
+	SweepEvery time.Duration
+	Options    Options
+	Log        logr.Logger
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
 }
 
 // NewScheme knows the objects the bridge reads: VMs and VMIs.
@@ -98,6 +102,13 @@ func NewFromConfig(ctx context.Context, cfg *rest.Config, c Config) (*Server, er
 	if err := reg.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start the session registry: %w", err)
 	}
+	// The janitor deletes the Leases and host-key pins of VMs that no
+	// longer exist, and the heartbeats of replicas long gone; it uses the
+	// background client, so a sweep never delays a session's requests.
+	go (&janitor.Janitor{
+		Kube: background, Namespace: c.Namespace, VMs: reader, Every: c.SweepEvery,
+		Log: c.Log.WithName("janitor"),
+	}).Start(ctx)
 	return New(ctx, c.Options, Deps{
 		Kube:       kube,
 		Reader:     reader,

@@ -116,6 +116,13 @@
 // live sessions: left by an earlier incarnation, or by a claim whose answer
 // was lost.
 //
+// # Deleting
+//
+// The Registry never deletes a Lease. Classify tells the bridge's janitor
+// (package janitor) which ones may go: session Leases that are released,
+// or untouched for longer than a grace, once their VM no longer exists,
+// and heartbeats their replica stopped renewing longer than the grace ago.
+//
 // # Rolling upgrade from the per-session layout
 //
 // A bridge of this layout honours Leases of the old one (no incarnation)

@@ -189,3 +189,16 @@ func (s *ConfigMapStore) pinKey(cm *corev1.ConfigMap, vm VMRef) (ssh.PublicKey, 
 	}
 	return key, nil
 }
+
+// PinSelector selects every pin ConfigMap.
+const PinSelector = ManagedByLabel + "=" + ManagedBy
+
+// PinnedVM is the VM a pin ConfigMap was recorded for; ok is false when cm
+// is not a pin.
+func PinnedVM(cm *corev1.ConfigMap) (vm VMRef, ok bool) {
+	if cm.Labels[ManagedByLabel] != ManagedBy || !strings.HasPrefix(cm.Name, configMapPrefix) {
+		return VMRef{}, false
+	}
+	vm = VMRef{Namespace: cm.Data[dataNamespace], Name: cm.Data[dataName], UID: types.UID(cm.Data[dataUID])}
+	return vm, vm.Namespace != "" && vm.Name != ""
+}

@@ -54,7 +54,7 @@
 //	kubectl -n <bridge-namespace> delete configmap vs-hostkey-<hash>
 //	kubectl -n <bridge-namespace> delete configmap -l virtstation.io/vm-namespace=<ns>,virtstation.io/vm-name=<name>
 //
-// The exact first command is in every HostKeyChangedError. Pins of deleted
-// VMs stay until deleted (they are a few hundred bytes each; a ConfigMap in
-// another namespace cannot be owned by the VM for garbage collection).
+// The exact first command is in every HostKeyChangedError. A ConfigMap in
+// another namespace cannot be owned by the VM for garbage collection, so
+// the bridge's janitor (package janitor) deletes the pins of deleted VMs.
 package sshbridge

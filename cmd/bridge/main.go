@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/virtstation/virtstation/bridge"
+	"github.com/virtstation/virtstation/bridge/janitor"
 )
 
 // readHeaderTimeout bounds a request's headers; WebSocket sessions then
@@ -39,6 +40,7 @@ func main() {
 		replica  string
 		origins  string
 		lease    time.Duration
+		sweep    time.Duration
 		pprofAt  string
 		opts     bridge.Options
 		hostname = os.Getenv("POD_NAME")
@@ -53,6 +55,7 @@ func main() {
 	flag.StringVar(&origins, "allowed-origins", "", "comma-separated web origins besides the bridge's own that may open sessions (\"*\" for any)")
 	flag.StringVar(&pprofAt, "pprof-bind-address", "", "address to serve net/http/pprof on, for profiling (empty: off); it has no authentication, so bind it to localhost")
 	flag.DurationVar(&lease, "lease-duration", 15*time.Second, "how long a crashed replica's sessions stay held")
+	flag.DurationVar(&sweep, "sweep-interval", janitor.DefaultEvery, "how often to delete the session Leases and SSH host-key pins of VMs that no longer exist")
 	flag.DurationVar(&opts.IdleTimeout, "idle-timeout", bridge.DefaultIdleTimeout, "close a session after this long without user input")
 	flag.DurationVar(&opts.PingInterval, "ping-interval", bridge.DefaultPingInterval, "WebSocket ping interval")
 	flag.IntVar(&opts.SSHPort, "ssh-port", bridge.DefaultSSHPort, "the guests' SSH port")
@@ -82,7 +85,7 @@ func main() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := bridge.NewFromConfig(ctx, ctrl.GetConfigOrDie(), bridge.Config{
-		Namespace: ns, Replica: replica, LeaseDuration: lease, Options: opts,
+		Namespace: ns, Replica: replica, LeaseDuration: lease, SweepEvery: sweep, Options: opts,
 		Log: log, Registerer: reg, Gatherer: reg,
 	})
 	if err != nil {
