@@ -170,8 +170,8 @@ func (l *live) run() {
 	s := l.s
 	l.log.Info("session started", "since", l.sess.Since)
 	s.metrics.active.WithLabelValues(l.m.name).Inc()
-	// Counted and logged as soon as the close frames are out; Relay
-	// returns once upstream has answered.
+	// Counted and logged as soon as the ending is known, before the close
+	// frames go out; Relay returns once upstream has answered.
 	l.opts.Ended = func(end relay.Ending) {
 		s.metrics.active.WithLabelValues(l.m.name).Dec()
 		s.metrics.ended(l.m.name, end.Code)

@@ -69,8 +69,9 @@ type Options struct {
 	// UpstreamName names the other side in reasons: "console", "VNC display".
 	UpstreamName string
 	// Ended, when set, is called once with the Ending as soon as it is
-	// known and both close frames are sent, on the goroutine that ended
-	// the session; Relay returns it later, once upstream has answered.
+	// known, just before both close frames are sent, on the goroutine
+	// that ended the session; Relay returns it later, once upstream has
+	// answered.
 	// It is for what should not wait for that: metrics and logs.
 	Ended func(Ending)
 }
@@ -145,11 +146,13 @@ type ending struct {
 func (e *ending) set(end Ending) {
 	e.once.Do(func() {
 		e.end = end
-		_ = e.upstream.Close(websocket.CloseNormalClosure, "client session ended")
-		_ = e.client.Close(end.Code, end.Reason)
+		// Counted before the close frames go out, so a client that has
+		// read its close frame finds the ending in /metrics.
 		if e.ended != nil {
 			e.ended(end)
 		}
+		_ = e.upstream.Close(websocket.CloseNormalClosure, "client session ended")
+		_ = e.client.Close(end.Code, end.Reason)
 	})
 }
 
