@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"golang.org/x/sys/unix"
 )
 
 // pipePair is a loopback TCP connection: the near end wrapped in a
@@ -112,6 +113,14 @@ func TestReadAheadConnKeepsDeadlines(t *testing.T) {
 // ReadAheadConn, and wraps the client side in a coalescing WS.
 func wsOverReadAhead(t *testing.T, serve func(*websocket.Conn)) *WS {
 	t.Helper()
+	ws, _ := wsOverReadAheadSocket(t, serve)
+	return ws
+}
+
+// wsOverReadAheadSocket is wsOverReadAhead that also returns the client's
+// socket, to see what has arrived in it.
+func wsOverReadAheadSocket(t *testing.T, serve func(*websocket.Conn)) (*WS, *net.TCPConn) {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
 		if err != nil {
@@ -121,7 +130,15 @@ func wsOverReadAhead(t *testing.T, serve func(*websocket.Conn)) *WS {
 		serve(c)
 	}))
 	t.Cleanup(srv.Close)
-	d := websocket.Dialer{NetDialContext: DialReadAhead, ReadBufferSize: ReadBufferSize,
+	var sock *net.TCPConn
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := DialReadAhead(ctx, network, addr)
+		if ra, ok := c.(*ReadAheadConn); ok {
+			sock, _ = ra.Conn.(*net.TCPConn)
+		}
+		return c, err
+	}
+	d := websocket.Dialer{NetDialContext: dial, ReadBufferSize: ReadBufferSize,
 		WriteBufferSize: WriteBufferSize, WriteBufferPool: WriteBufferPool()}
 	conn, _, err := d.Dial("ws"+strings.TrimPrefix(srv.URL, "http"), nil)
 	if err != nil {
@@ -129,23 +146,55 @@ func wsOverReadAhead(t *testing.T, serve func(*websocket.Conn)) *WS {
 	}
 	ws := NewWS(conn, WSOptions{ReadLimit: 4 << 20, PingInterval: time.Minute, WriteTimeout: time.Minute, Coalesce: true})
 	t.Cleanup(func() { _ = ws.Close(websocket.CloseNormalClosure, "") })
-	return ws
+	return ws, sock
+}
+
+// waitQueued waits until at least n unread bytes are queued in sock's
+// receive buffer.
+func waitQueued(t *testing.T, sock *net.TCPConn, n int) {
+	t.Helper()
+	raw, err := sock.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var queued int
+		var ioctlErr error
+		if err := raw.Control(func(fd uintptr) { queued, ioctlErr = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil {
+			t.Fatal(err)
+		}
+		if ioctlErr != nil {
+			t.Fatal(ioctlErr)
+		}
+		if queued >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes queued in the socket after 10 s, want %d", queued, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func TestCoalescingWSJoinsBinaryMessagesThatHaveArrived(t *testing.T) {
 	chunk := func(i, n int) []byte { return bytes.Repeat([]byte{byte('a' + i)}, n) }
-	sent := make(chan struct{})
-	ws := wsOverReadAhead(t, func(c *websocket.Conn) {
+	dialed := make(chan struct{})
+	ws, sock := wsOverReadAheadSocket(t, func(c *websocket.Conn) {
+		// Not before the handshake is read: what arrives with it is
+		// read ahead with it.
+		<-dialed
 		for i := range 4 {
 			_ = c.WriteMessage(websocket.BinaryMessage, chunk(i, 8<<10))
 		}
 		_ = c.WriteMessage(websocket.TextMessage, []byte(`{"type":"note"}`))
 		_ = c.WriteMessage(websocket.BinaryMessage, chunk(9, 100))
-		close(sent)
 		_, _, _ = c.ReadMessage() // until the client closes
 	})
-	<-sent
-	time.Sleep(50 * time.Millisecond) // everything has arrived
+	close(dialed)
+	// Everything has arrived: four 8 KiB messages with 4-byte headers, the
+	// text message and the last one with 2-byte headers.
+	waitQueued(t, sock, 4*(4+8<<10)+2+len(`{"type":"note"}`)+2+100)
 	var want []byte
 	for i := range 4 {
 		want = append(want, chunk(i, 8<<10)...)
