@@ -42,6 +42,8 @@ func main() {
 		lease    time.Duration
 		sweep    time.Duration
 		pprofAt  string
+		apiQPS   float64
+		apiBurst int
 		opts     bridge.Options
 		hostname = os.Getenv("POD_NAME")
 	)
@@ -56,6 +58,8 @@ func main() {
 	flag.StringVar(&pprofAt, "pprof-bind-address", "", "address to serve net/http/pprof on, for profiling (empty: off); it has no authentication, so bind it to localhost")
 	flag.DurationVar(&lease, "lease-duration", 15*time.Second, "how long a crashed replica's sessions stay held")
 	flag.DurationVar(&sweep, "sweep-interval", janitor.DefaultEvery, "how often to delete the session Leases and SSH host-key pins of VMs that no longer exist")
+	flag.Float64Var(&apiQPS, "kube-api-qps", 0, "requests per second the bridge may send the API server to open sessions; 0 sets no client-side limit and leaves the pacing to the API server's Priority and Fairness")
+	flag.IntVar(&apiBurst, "kube-api-burst", 0, "requests the bridge may send at once above --kube-api-qps (at least the QPS)")
 	flag.DurationVar(&opts.IdleTimeout, "idle-timeout", bridge.DefaultIdleTimeout, "close a session after this long without user input")
 	flag.DurationVar(&opts.PingInterval, "ping-interval", bridge.DefaultPingInterval, "WebSocket ping interval")
 	flag.IntVar(&opts.SSHPort, "ssh-port", bridge.DefaultSSHPort, "the guests' SSH port")
@@ -86,6 +90,7 @@ func main() {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := bridge.NewFromConfig(ctx, ctrl.GetConfigOrDie(), bridge.Config{
 		Namespace: ns, Replica: replica, LeaseDuration: lease, SweepEvery: sweep, Options: opts,
+		APIQPS: float32(apiQPS), APIBurst: apiBurst,
 		Log: log, Registerer: reg, Gatherer: reg,
 	})
 	if err != nil {

@@ -55,8 +55,9 @@ type bridgeProc struct {
 // startBridge runs bin as the bridge's ServiceAccount (kubeconfig), with
 // its production defaults except the Lease duration, and waits until it
 // serves. Its log goes to a file in dir.
-// memProfileRate > 0 sets GODEBUG=memprofilerate.
-func startBridge(ctx context.Context, bin, dir, kubeconfig string, lease time.Duration, memProfileRate int) (*bridgeProc, error) {
+// memProfileRate > 0 sets GODEBUG=memprofilerate; extra flags follow the
+// others.
+func startBridge(ctx context.Context, bin, dir, kubeconfig string, lease time.Duration, memProfileRate int, extra []string) (*bridgeProc, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -71,7 +72,7 @@ func startBridge(ctx context.Context, bin, dir, kubeconfig string, lease time.Du
 		return nil, err
 	}
 	defer func() { _ = logFile.Close() }() // the child holds its own copy
-	cmd := exec.CommandContext(ctx, bin,
+	args := []string{
 		"--listen-address", addr,
 		"--pprof-bind-address", pprofAddr,
 		"--namespace", bridgeNS,
@@ -79,7 +80,8 @@ func startBridge(ctx context.Context, bin, dir, kubeconfig string, lease time.Du
 		"--lease-duration", lease.String(),
 		// No janitor sweep while memory and CPU are measured.
 		"--sweep-interval", "24h",
-	)
+	}
+	cmd := exec.CommandContext(ctx, bin, append(args, extra...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	if memProfileRate > 0 {
 		cmd.Env = append(cmd.Env, "GODEBUG=memprofilerate="+strconv.Itoa(memProfileRate))

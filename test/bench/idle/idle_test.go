@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ var (
 	profileFlag    = flag.String("heap-profiles", "", "write the bridge's heap profiles to this directory: before.pprof (baseline), open.pprof (sessions open), closed.pprof (after closing them)")
 	closeFlag      = flag.Duration("close-deadline", 2*time.Minute, "how long closing every session may take to bring the bridge's goroutines back to the baseline")
 	exemptFlag     = flag.Bool("exempt-sessions", true, "route the bridge's subresource dials to the API server's exempt priority level (see exemptSessions); false shows the limit without it")
+	bridgeArgsFlag = flag.String("bridge-args", "", "more flags for the bridge, space-separated, e.g. \"--kube-api-qps=50 --kube-api-burst=100\" (the client-side limit it had before)")
 	rateFlag       = flag.Int("memprofilerate", 0, "run the bridge with GODEBUG=memprofilerate=N for a finer heap profile (0: Go's default, one sample per 512 KiB); the profiler's own records then add to the figures")
 )
 
@@ -73,6 +75,7 @@ type size struct {
 	closeDeadline          time.Duration
 	memProfileRate         int
 	exempt                 bool
+	bridgeArgs             []string
 }
 
 // BenchmarkIdleSessions opens -sessions idle VNC sessions through the
@@ -83,6 +86,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 	sz := size{
 		sessions: *sessionsFlag, peerSessions: *websockifyFlag, settle: *settleFlag, lease: *leaseFlag,
 		concurrency: *concFlag, heapProfiles: *profileFlag, closeDeadline: *closeFlag, memProfileRate: *rateFlag, exempt: *exemptFlag,
+		bridgeArgs: strings.Fields(*bridgeArgsFlag),
 	}
 	for range b.N {
 		r := run(b, sz)
@@ -219,7 +223,7 @@ func measureBridge(ctx context.Context, tb testing.TB, sz size) bridgeResult {
 	if err := c.createVMs(ctx, append([]string{"warm-up"}, names...)); err != nil {
 		tb.Fatal(err)
 	}
-	b, err := startBridge(ctx, bin, c.dir, c.kubeconfig, sz.lease, sz.memProfileRate)
+	b, err := startBridge(ctx, bin, c.dir, c.kubeconfig, sz.lease, sz.memProfileRate, sz.bridgeArgs)
 	if err != nil {
 		tb.Fatal(err)
 	}
