@@ -93,6 +93,7 @@ bench: envtest-bins test-deps
 	$(GO) test ./bridge/vnc -run '^$$' -bench BenchmarkAdaptiveVNC -count 3
 	$(GO) test ./test/bench/relay -run '^$$' -bench BenchmarkVNCRelay -benchtime 1x
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) test ./test/bench/idle -run '^$$' -bench BenchmarkIdleSessions -benchtime 1x -sessions 2000 -websockify-sessions 100 -settle 10s
+	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) test ./test/bench/idle -run '^$$' -bench BenchmarkIdleSessions -benchtime 1x -sessions 2000 -websockify-sessions 10 -settle 10s -client-tls
 
 ## fuzz: run every fuzz target for FUZZTIME each.
 FUZZTIME ?= 20s

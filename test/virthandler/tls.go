@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -63,4 +65,28 @@ func servingCert(dnsNames []string) (tls.Certificate, []byte, error) {
 	}
 	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 	return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
+}
+
+// WriteServingCert writes a serving certificate like the stand-in's, for
+// localhost and 127.0.0.1, to dir as tls.crt and tls.key, the layout of a
+// kubernetes.io/tls Secret that the bridge's --cert-dir reads. It returns
+// the CA's PEM, for clients to trust.
+func WriteServingCert(dir string) ([]byte, error) {
+	cert, caPEM, err := servingCert(nil)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		return nil, err
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), certPEM, 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.key"), keyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	return caPEM, nil
 }

@@ -3,6 +3,8 @@ package idle_test
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/virtstation/virtstation/test/virthandler"
 )
 
 const (
@@ -45,8 +49,10 @@ func buildBridge(ctx context.Context, root, dir string) (string, error) {
 // bridgeProc is the bridge running as its own process.
 type bridgeProc struct {
 	cmd     *exec.Cmd
-	addr    string // host:port it serves on, plain HTTP
-	pprof   string // host:port of its net/http/pprof
+	addr    string      // host:port it serves on
+	base    string      // "http://" or "https://" and addr
+	tls     *tls.Config // the clients' TLS, trusting its certificate; nil for plain HTTP
+	pprof   string      // host:port of its net/http/pprof
 	logPath string
 	exited  chan struct{}
 	http    *http.Client
@@ -54,10 +60,10 @@ type bridgeProc struct {
 
 // startBridge runs bin as the bridge's ServiceAccount (kubeconfig), with
 // its production defaults except the Lease duration, and waits until it
-// serves. Its log goes to a file in dir.
-// memProfileRate > 0 sets GODEBUG=memprofilerate; extra flags follow the
-// others.
-func startBridge(ctx context.Context, bin, dir, kubeconfig string, lease time.Duration, memProfileRate int, extra []string) (*bridgeProc, error) {
+// serves. Its log goes to a file in dir. From sz it takes the Lease
+// duration, the memory profile rate (> 0 sets GODEBUG=memprofilerate),
+// whether it serves TLS, and the extra flags, which follow the others.
+func startBridge(ctx context.Context, bin, dir, kubeconfig string, sz size) (*bridgeProc, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -77,25 +83,40 @@ func startBridge(ctx context.Context, bin, dir, kubeconfig string, lease time.Du
 		"--pprof-bind-address", pprofAddr,
 		"--namespace", bridgeNS,
 		"--replica", replica,
-		"--lease-duration", lease.String(),
+		"--lease-duration", sz.lease.String(),
 		// No janitor sweep while memory and CPU are measured.
 		"--sweep-interval", "24h",
 	}
-	cmd := exec.CommandContext(ctx, bin, append(args, extra...)...)
+	base, clientTLS := "http://"+addr, (*tls.Config)(nil)
+	if sz.clientTLS {
+		certDir := filepath.Join(dir, "tls")
+		if err := os.MkdirAll(certDir, 0o700); err != nil {
+			return nil, err
+		}
+		caPEM, err := virthandler.WriteServingCert(certDir)
+		if err != nil {
+			return nil, fmt.Errorf("the bridge's serving certificate: %w", err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(caPEM)
+		base, clientTLS = "https://"+addr, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		args = append(args, "--cert-dir", certDir)
+	}
+	cmd := exec.CommandContext(ctx, bin, append(args, sz.bridgeArgs...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	if memProfileRate > 0 {
-		cmd.Env = append(cmd.Env, "GODEBUG=memprofilerate="+strconv.Itoa(memProfileRate))
+	if sz.memProfileRate > 0 {
+		cmd.Env = append(cmd.Env, "GODEBUG=memprofilerate="+strconv.Itoa(sz.memProfileRate))
 	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the bridge: %w", err)
 	}
-	b := &bridgeProc{cmd: cmd, addr: addr, pprof: pprofAddr, logPath: logPath, exited: make(chan struct{}),
-		http: &http.Client{Timeout: scrapeTimeout}}
+	b := &bridgeProc{cmd: cmd, addr: addr, base: base, tls: clientTLS, pprof: pprofAddr, logPath: logPath, exited: make(chan struct{}),
+		http: &http.Client{Timeout: scrapeTimeout, Transport: &http.Transport{TLSClientConfig: clientTLS}}}
 	go func() { _ = cmd.Wait(); close(b.exited) }()
 	deadline := time.Now().Add(bridgeStartTimeout)
 	for {
-		resp, err := b.http.Get("http://" + addr + "/healthz")
+		resp, err := b.http.Get(base + "/healthz")
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -119,7 +140,7 @@ func (b *bridgeProc) pid() int { return b.cmd.Process.Pid }
 // metrics reads the bridge's /metrics: every sample by its name and
 // labels as exposed, e.g. `virtstation_bridge_sessions_active{mode="vnc"}`.
 func (b *bridgeProc) metrics() (map[string]float64, error) {
-	resp, err := b.http.Get("http://" + b.addr + "/metrics")
+	resp, err := b.http.Get(b.base + "/metrics")
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,7 @@ var (
 	profileFlag    = flag.String("heap-profiles", "", "write the bridge's heap profiles to this directory: before.pprof (baseline), open.pprof (sessions open), closed.pprof (after closing them)")
 	closeFlag      = flag.Duration("close-deadline", 2*time.Minute, "how long closing every session may take to bring the bridge's goroutines back to the baseline")
 	exemptFlag     = flag.Bool("exempt-sessions", true, "route the bridge's subresource dials to the API server's exempt priority level (see exemptSessions); false shows the limit without it")
+	clientTLSFlag  = flag.Bool("client-tls", false, "serve the bridge over TLS (--cert-dir), as it is deployed, and dial it with wss://; websockify stays plain")
 	bridgeArgsFlag = flag.String("bridge-args", "", "more flags for the bridge, space-separated, e.g. \"--kube-api-qps=50 --kube-api-burst=100\" (the client-side limit it had before)")
 	rateFlag       = flag.Int("memprofilerate", 0, "run the bridge with GODEBUG=memprofilerate=N for a finer heap profile (0: Go's default, one sample per 512 KiB); the profiler's own records then add to the figures")
 )
@@ -76,6 +77,7 @@ type size struct {
 	memProfileRate         int
 	exempt                 bool
 	bridgeArgs             []string
+	clientTLS              bool
 }
 
 // BenchmarkIdleSessions opens -sessions idle VNC sessions through the
@@ -86,7 +88,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 	sz := size{
 		sessions: *sessionsFlag, peerSessions: *websockifyFlag, settle: *settleFlag, lease: *leaseFlag,
 		concurrency: *concFlag, heapProfiles: *profileFlag, closeDeadline: *closeFlag, memProfileRate: *rateFlag, exempt: *exemptFlag,
-		bridgeArgs: strings.Fields(*bridgeArgsFlag),
+		bridgeArgs: strings.Fields(*bridgeArgsFlag), clientTLS: *clientTLSFlag,
 	}
 	for range b.N {
 		r := run(b, sz)
@@ -102,9 +104,14 @@ func BenchmarkIdleSessions(b *testing.B) {
 // every session opens end to end, and closing them brings the bridge's
 // goroutines back to the baseline. It asserts no memory figure.
 func TestIdleSessions(t *testing.T) {
-	r := run(t, size{sessions: 20, peerSessions: 5, settle: time.Second, lease: *leaseFlag, concurrency: 8, closeDeadline: *closeFlag, exempt: true})
-	if testing.Verbose() {
-		r.report(os.Stdout)
+	for name, clientTLS := range map[string]bool{"plain": false, "tls": true} {
+		t.Run(name, func(t *testing.T) {
+			r := run(t, size{sessions: 20, peerSessions: 5, settle: time.Second, lease: *leaseFlag, concurrency: 8,
+				closeDeadline: *closeFlag, exempt: true, clientTLS: clientTLS})
+			if testing.Verbose() {
+				r.report(os.Stdout)
+			}
+		})
 	}
 }
 
@@ -223,7 +230,7 @@ func measureBridge(ctx context.Context, tb testing.TB, sz size) bridgeResult {
 	if err := c.createVMs(ctx, append([]string{"warm-up"}, names...)); err != nil {
 		tb.Fatal(err)
 	}
-	b, err := startBridge(ctx, bin, c.dir, c.kubeconfig, sz.lease, sz.memProfileRate, sz.bridgeArgs)
+	b, err := startBridge(ctx, bin, c.dir, c.kubeconfig, sz)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -259,7 +266,7 @@ func measureBridge(ctx context.Context, tb testing.TB, sz size) bridgeResult {
 	// Warm up: one session opened and closed, so that what a first session
 	// creates once (connections, pools, the token's cached review) is in
 	// the baseline.
-	warm, err := openAll(ctx, 1, 1, bridgeDialer(b.addr, c.userToken, []string{"warm-up"}))
+	warm, err := openAll(ctx, 1, 1, bridgeDialer(b, c.userToken, []string{"warm-up"}))
 	if err != nil {
 		fail("warm-up session: %v", err)
 	}
@@ -278,7 +285,7 @@ func measureBridge(ctx context.Context, tb testing.TB, sz size) bridgeResult {
 	}
 
 	start := time.Now()
-	open, err := openAll(ctx, sz.sessions, sz.concurrency, bridgeDialer(b.addr, c.userToken, names))
+	open, err := openAll(ctx, sz.sessions, sz.concurrency, bridgeDialer(b, c.userToken, names))
 	if err != nil {
 		fail("open: %v", err)
 	}
@@ -465,8 +472,12 @@ func (r result) metrics() []metric {
 func (r result) report(w io.Writer) {
 	n, m := r.size.sessions, r.size.peerSessions
 	b, p := r.bridge, r.peer
-	fmt.Fprintf(w, "\nBridge (%s): %d idle VNC sessions (Lease duration %v, subresource dials exempt from API Priority and Fairness: %v), opened in %.1f s, closed (goroutines back to baseline) in %.1f s\n\n",
-		b.build, n, r.size.lease, r.size.exempt, b.open.Seconds(), b.close.Seconds())
+	client := "plain WebSocket"
+	if r.size.clientTLS {
+		client = "TLS"
+	}
+	fmt.Fprintf(w, "\nBridge (%s): %d idle VNC sessions over %s (Lease duration %v, subresource dials exempt from API Priority and Fairness: %v, flags %q), opened in %.1f s, closed (goroutines back to baseline) in %.1f s\n\n",
+		b.build, n, client, r.size.lease, r.size.exempt, r.size.bridgeArgs, b.open.Seconds(), b.close.Seconds())
 	fmt.Fprintln(w, "| bridge | before | with sessions | after close | per session |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	row := func(name string, before, after, closed float64, unit func(float64) string, per string) {

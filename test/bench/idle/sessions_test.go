@@ -2,6 +2,7 @@ package idle_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"sync"
@@ -15,8 +16,9 @@ import (
 
 const (
 	// dialTimeout bounds one session's opening. The bridge makes about
-	// five API requests per session under its client's limit of 50 a
-	// second, so a burst of dials queues for a while.
+	// five API requests per session; with a client-side limit
+	// (-bridge-args "--kube-api-qps=50") a burst of dials queues for a
+	// while.
 	dialTimeout = 2 * time.Minute
 	// closeWait is how long a closing client waits for the peer's close
 	// frame before dropping the connection.
@@ -39,8 +41,9 @@ type wsClient struct {
 
 // dialSession opens one WebSocket session to url with header, offering
 // subprotocols, and starts its reader.
-func dialSession(ctx context.Context, url string, header http.Header, subprotocols []string) (*wsClient, error) {
+func dialSession(ctx context.Context, url string, header http.Header, subprotocols []string, tlsConf *tls.Config) (*wsClient, error) {
 	d := websocket.Dialer{
+		TLSClientConfig:  tlsConf,
 		HandshakeTimeout: dialTimeout,
 		ReadBufferSize:   clientBuffer,
 		WriteBufferSize:  clientBuffer,
@@ -172,11 +175,15 @@ func (s sessions) closeAll(concurrency int) {
 
 // bridgeDialer opens VNC sessions on VM names[i] through the bridge as
 // the user, the token in the Authorization header, as a CLI does.
-func bridgeDialer(bridgeAddr, token string, names []string) func(context.Context, int) (*wsClient, error) {
+func bridgeDialer(b *bridgeProc, token string, names []string) func(context.Context, int) (*wsClient, error) {
+	scheme := "ws://"
+	if b.tls != nil {
+		scheme = "wss://"
+	}
 	return func(ctx context.Context, i int) (*wsClient, error) {
-		url := "ws://" + bridgeAddr + "/api/v1/namespaces/" + userNS + "/virtualmachines/" + names[i] + "/vnc"
+		url := scheme + b.addr + "/api/v1/namespaces/" + userNS + "/virtualmachines/" + names[i] + "/vnc"
 		h := http.Header{"Authorization": {"Bearer " + token}}
-		return dialSession(ctx, url, h, []string{virthandler.Subprotocol})
+		return dialSession(ctx, url, h, []string{virthandler.Subprotocol}, b.tls)
 	}
 }
 

@@ -71,6 +71,6 @@ func (p *websockifyProc) stop() {
 // binary subprotocol as noVNC does.
 func websockifyDialer(addr string) func(context.Context, int) (*wsClient, error) {
 	return func(ctx context.Context, _ int) (*wsClient, error) {
-		return dialSession(ctx, "ws://"+addr+"/", nil, []string{"binary"})
+		return dialSession(ctx, "ws://"+addr+"/", nil, []string{"binary"}, nil)
 	}
 }
