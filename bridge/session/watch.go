@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
 // leaseLister reads the watch's cache of the managed Leases.
@@ -45,7 +46,10 @@ func (l leaseLister) each(f func(*coordinationv1.Lease)) {
 func (r *Registry) watch(ctx context.Context) (leaseLister, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(r.client, 0,
 		informers.WithNamespace(r.namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managedSelector }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managedSelector }),
+		// Nothing reads managedFields; without them a cached session
+		// Lease is about half the size.
+		informers.WithTransform(crcache.TransformStripManagedFields()))
 	inf := factory.Coordination().V1().Leases().Informer()
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.observe(obj, false) },
