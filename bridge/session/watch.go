@@ -47,8 +47,8 @@ func (r *Registry) watch(ctx context.Context) (leaseLister, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(r.client, 0,
 		informers.WithNamespace(r.namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managedSelector }),
-		// Nothing reads managedFields; without them a cached session
-		// Lease is about half the size.
+		// Nothing reads managedFields: the cache keeps every session
+		// Lease without them.
 		informers.WithTransform(crcache.TransformStripManagedFields()))
 	inf := factory.Coordination().V1().Leases().Informer()
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
