@@ -48,9 +48,12 @@ const (
 	// 4 KiB reader instead, which would keep net/http's whole connection
 	// too. It holds frame headers and small messages only: a read into a
 	// message buffer at least this large bypasses it (bufio reads straight
-	// into the caller's slice), and on a ReadAheadConn a refill is a copy,
-	// not a system call, so small costs nothing but saves idle memory.
-	ReadBufferSize = 1 << 10
+	// into the caller's slice), and on a ReadAheadConn or TLS, which
+	// buffer below it, a refill is a copy, not a system call, so small
+	// costs nothing but saves idle memory: every session keeps two. It
+	// must hold a control frame's payload (125 bytes), which gorilla
+	// reads in one piece.
+	ReadBufferSize = 256
 	// WriteBufferSize is the write buffer that gorilla takes from
 	// WriteBufferPool for the duration of one message. A server writes the
 	// first WriteBufferSize bytes of a message through it and the rest
