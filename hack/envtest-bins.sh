@@ -35,7 +35,14 @@ build_kube_apiserver() {
     } >>go.mod
     printf 'package tools\n\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver"\n' >tools.go
     go mod tidy >/dev/null
-    CGO_ENABLED=0 go build -trimpath -o "$DEST/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+    # Stamped as a release is, so the server reports v${KUBE_VERSION} (in
+    # /version, which Helm checks a chart's kubeVersion against) instead of
+    # v0.0.0-master.
+    local v="k8s.io/component-base/version"
+    local minor="${KUBE_VERSION#*.}"
+    minor="${minor%%.*}"
+    CGO_ENABLED=0 go build -trimpath -ldflags "-X ${v}.gitVersion=v${KUBE_VERSION} -X ${v}.gitMajor=1 -X ${v}.gitMinor=${minor} -X ${v}.gitTreeState=clean" \
+      -o "$DEST/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
   )
   mv "$DEST/kube-apiserver.tmp" "$DEST/kube-apiserver"
 }
@@ -58,5 +65,7 @@ build_etcd() {
 
 mkdir -p "$DEST"
 [ -x "$DEST/etcd" ] || build_etcd
-[ -x "$DEST/kube-apiserver" ] || build_kube_apiserver
+# A binary from before the version stamp reports v0.0.0-master: rebuild it.
+stamped() { "$DEST/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes v${KUBE_VERSION}"; }
+[ -x "$DEST/kube-apiserver" ] && stamped || build_kube_apiserver
 echo "$DEST"
