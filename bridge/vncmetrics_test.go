@@ -11,12 +11,6 @@ import (
 	"github.com/virtstation/virtstation/bridge/vnc"
 )
 
-// noMeter is a relay.Meter that counts nothing.
-type noMeter struct{}
-
-func (noMeter) ClientToUpstream(int) {}
-func (noMeter) UpstreamToClient(int) {}
-
 const vncSeries = "virtstation_bridge_vnc_updates_total virtstation_bridge_vnc_tier virtstation_bridge_vnc_bytes_total"
 
 func vncExposition(series string) string {
@@ -38,7 +32,7 @@ func TestVNCSessionSeriesFollowTheVMsLatestSession(t *testing.T) {
 	alice.Update(10 * time.Millisecond)
 	alice.Update(20 * time.Millisecond)
 	alice.Tier(vnc.Fair)
-	meter := alice.meter(noMeter{})
+	meter := alice.meter(m.meter("vnc"))
 	meter.ClientToUpstream(10)
 	meter.UpstreamToClient(4096)
 	other := m.vncSession("team", "ws2")
