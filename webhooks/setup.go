@@ -23,6 +23,7 @@ import (
 	"github.com/virtstation/virtstation/claims"
 	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/webhooks/mutate"
+	"github.com/virtstation/virtstation/webhooks/provenance"
 	"github.com/virtstation/virtstation/webhooks/validate"
 )
 
@@ -89,12 +90,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Reader: mgr.GetCache(), APIReader: mgr.GetAPIReader(), NoDataVolumes: !cdi,
 		CollectKeys: func(s []corev1.Secret) []string { keys, _ := sshkeys.Collect(s); return keys },
 	}
+	verifier := provenance.Verifier{Reader: mgr.GetAPIReader()}
 	srv := mgr.GetWebhookServer()
 	srv.Register(mutate.Path, &webhook.Admission{Handler: mutate.NewHandler(cluster,
 		mutate.WithSecretWriter(mutate.ClientSecretWriter{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}),
+		mutate.WithRequestVerifier(verifier),
 		mutate.WithPolicyRevision(engine.Revision))})
 	srv.Register(validate.VMPath, &webhook.Admission{Handler: &validate.VMHandler{
-		Engine: engine, Modes: modes, Client: mgr.GetClient(), DryRun: policyMetrics.DryRunViolation,
+		Engine: engine, Modes: modes, Client: mgr.GetClient(), Verifier: verifier, DryRun: policyMetrics.DryRunViolation,
 		Snapshots: validate.Snapshotter{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), NoDataVolumes: !cdi, Grace: opts.ClaimGrace},
 	}})
 	srv.Register(validate.ConfigMapPath, &webhook.Admission{Handler: &validate.ConfigMapValidator{Namespace: opts.Namespace, Reader: mgr.GetAPIReader()}})

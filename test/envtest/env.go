@@ -148,14 +148,20 @@ func (e *Env) WebhookURL(path string) (url string, caBundle []byte) {
 	return "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort)) + path, wio.LocalServingCAData
 }
 
+// StopWebhooks stops the webhook manager, as in an outage of Virtstation:
+// the API server keeps calling the webhooks and cannot reach them.
+func (e *Env) StopWebhooks() error {
+	if e.cancel == nil {
+		return nil
+	}
+	e.cancel()
+	e.cancel = nil
+	return <-e.done
+}
+
 // Stop stops the webhook manager and the control plane.
 func (e *Env) Stop() error {
-	var mgrErr error
-	if e.cancel != nil {
-		e.cancel()
-		mgrErr = <-e.done
-	}
-	return errors.Join(mgrErr, e.env.Stop(), os.RemoveAll(e.tmpDir))
+	return errors.Join(e.StopWebhooks(), e.env.Stop(), os.RemoveAll(e.tmpDir))
 }
 
 // waitForTLS dials addr until a TLS handshake succeeds.

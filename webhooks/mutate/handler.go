@@ -11,12 +11,14 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/webhooks/provenance"
 )
 
 // Path is where the mutating webhook for VirtualMachines is served.
@@ -24,11 +26,14 @@ const Path = "/mutate-kubevirt-io-v1-virtualmachine"
 
 // The API server calls the webhook only for VMs labelled
 // virtstation.io/managed=true (objectSelector), so failurePolicy=fail cannot
-// block unmanaged VMs. reinvocationPolicy=IfNeeded re-runs it after other
-// mutating webhooks; the mutation is idempotent.
+// block unmanaged VMs. Its matchCondition lets through, uncalled, the
+// UPDATEs that change neither the spec nor a virtstation.io/ label or
+// annotation (KubeVirt's finalizer and annotation writes), so an outage
+// blocks only changes to what Virtstation acts on. reinvocationPolicy=IfNeeded
+// re-runs it after other mutating webhooks; the mutation is idempotent.
 //
 // +kubebuilder:webhookconfiguration:mutating=true,name=virtstation-mutating
-// +kubebuilder:webhook:path=/mutate-kubevirt-io-v1-virtualmachine,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=kubevirt.io,resources=virtualmachines,verbs=create;update,versions=v1,name=vm.mutate.virtstation.io,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=5,serviceName=virtstation-webhook,serviceNamespace=virtstation-system,patch=`{"objectSelector":{"matchLabels":{"virtstation.io/managed":"true"}},"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","virtstation-system"]}]}}`
+// +kubebuilder:webhook:path=/mutate-kubevirt-io-v1-virtualmachine,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=kubevirt.io,resources=virtualmachines,verbs=create;update,versions=v1,name=vm.mutate.virtstation.io,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded,timeoutSeconds=5,serviceName=virtstation-webhook,serviceNamespace=virtstation-system,patch=`{"matchConditions":[{"name":"spec-or-virtstation-metadata-changed","expression":"request.operation != 'UPDATE' || object.spec != oldObject.spec || object.metadata.?labels.orValue({}).exists(k, k.startsWith('virtstation.io/') && (!(k in oldObject.metadata.?labels.orValue({})) || oldObject.metadata.labels[k] != object.metadata.labels[k])) || oldObject.metadata.?labels.orValue({}).exists(k, k.startsWith('virtstation.io/') && (!(k in object.metadata.?labels.orValue({})) || object.metadata.labels[k] != oldObject.metadata.labels[k])) || object.metadata.?annotations.orValue({}).exists(k, k.startsWith('virtstation.io/') && (!(k in oldObject.metadata.?annotations.orValue({})) || oldObject.metadata.annotations[k] != object.metadata.annotations[k])) || oldObject.metadata.?annotations.orValue({}).exists(k, k.startsWith('virtstation.io/') && (!(k in object.metadata.?annotations.orValue({})) || object.metadata.annotations[k] != oldObject.metadata.annotations[k]))"}],"objectSelector":{"matchLabels":{"virtstation.io/managed":"true"}},"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","virtstation-system"]}]}}`
 
 // Handler is the mutating webhook for VirtualMachines. It decodes the
 // request, runs Mutate, and answers with a JSON patch against the raw object.
@@ -36,9 +41,12 @@ const Path = "/mutate-kubevirt-io-v1-virtualmachine"
 type Handler struct {
 	cluster  Cluster
 	secrets  SecretWriter
+	verifier provenance.Checker
 	revision func() string
 	dryRun   secretStash
 }
+
+
 
 // HandlerOption configures a Handler.
 type HandlerOption func(*Handler)
@@ -47,6 +55,13 @@ type HandlerOption func(*Handler)
 // Without one, an admission that needs a Secret fails unless it is a dry run.
 func WithSecretWriter(w SecretWriter) HandlerOption {
 	return func(h *Handler) { h.secrets = w }
+}
+
+// WithRequestVerifier makes the handler check each request against the API
+// server (provenance.Verifier) before it writes Secrets. Without one,
+// requests are trusted as sent: only for offline use and unit tests.
+func WithRequestVerifier(v provenance.Checker) HandlerOption {
+	return func(h *Handler) { h.verifier = v }
 }
 
 // WithPolicyRevision records the active policy revision on each admitted VM.
@@ -98,6 +113,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	if dryRun {
 		h.dryRun.put(req.UID, res.Secrets, time.Now())
+	} else if resp, ok := h.verify(ctx, in, res.Secrets); !ok {
+		resp.Warnings = res.Warnings
+		return resp
 	} else if resp, ok := h.writeSecrets(ctx, req, in, res.Secrets); !ok {
 		return resp
 	}
@@ -117,6 +135,20 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	return resp
 }
 
+// verify checks the request against the API server when it is about to
+// write Secrets: a CREATE of a name that exists, or an UPDATE whose old
+// object is not the stored VM, writes nothing.
+func (h *Handler) verify(ctx context.Context, in Input, writes []SecretWrite) (admission.Response, bool) {
+	if len(writes) == 0 || h.verifier == nil {
+		return admission.Response{}, true
+	}
+	var old *provenance.Object
+	if in.OldVM != nil {
+		old = &provenance.Object{UID: in.OldVM.UID, ResourceVersion: in.OldVM.ResourceVersion}
+	}
+	return h.verifier.Verify(ctx, in.Operation, types.NamespacedName{Namespace: in.Namespace, Name: in.Name}, old)
+}
+
 // writeSecrets writes the Secrets the admitted VM needs, concurrently:
 // they are distinct objects, each written with its own optimistic
 // concurrency (SecretWriter). All writes finish before it returns; the
@@ -130,14 +162,27 @@ func (h *Handler) writeSecrets(ctx context.Context, req admission.Request, in In
 	if h.secrets == nil {
 		return admission.Errored(http.StatusInternalServerError, errors.New("virtstation webhook has no secret writer configured")), false
 	}
+	// The Secrets' owner is the VM as stored: an UPDATE's object may come
+	// without metadata.uid (the API server fills it in after admission).
+	owner := in.VM
+	if owner.UID == "" && in.OldVM != nil {
+		o := *in.VM
+		o.UID = in.OldVM.UID
+		owner = &o
+	}
 	errs := make([]error, len(writes))
 	var wg sync.WaitGroup
 	for i, w := range writes {
-		wg.Go(func() { errs[i] = h.secrets.Write(ctx, w, in.VM) })
+		wg.Go(func() { errs[i] = h.secrets.Write(ctx, w, owner) })
 	}
 	wg.Wait()
 	for i, err := range errs {
 		w := writes[i]
+		if owner := (*OwnedSecretError)(nil); errors.As(err, &owner) {
+			return Deny(field.ErrorList{field.Forbidden(field.NewPath("metadata", "name"), fmt.Sprintf(
+				"Secret %s/%s belongs to VirtualMachine %s (uid %s), which still exists; Virtstation never overwrites another VM's Secret (rule: secrets; fix: rename this VM, or delete the other one first)",
+				w.Secret.Namespace, w.Secret.Name, owner.Owner, owner.UID))}), false
+		}
 		if errors.Is(err, ErrForeignSecret) {
 			return Deny(field.ErrorList{field.Forbidden(field.NewPath("metadata", "name"), fmt.Sprintf(
 				"Secret %s/%s already exists and is not managed by virtstation (label %s=%s); Virtstation needs that name for this VM (rule: secrets; fix: rename or remove that Secret, or rename the VM)",

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +20,20 @@ import (
 // ErrForeignSecret: a Secret Virtstation needs exists and belongs to
 // someone else. The admission is denied rather than the Secret overwritten.
 var ErrForeignSecret = errors.New("secret exists and is not managed by virtstation")
+
+// OwnedSecretError: a Secret Virtstation needs is managed by it but owned
+// by another VirtualMachine that still exists (the same name, another UID).
+// The admission is denied rather than that VM's Secret overwritten.
+type OwnedSecretError struct {
+	// Owner is the live VM ("<ns>/<name>") and UID its UID.
+	Owner string
+	UID   types.UID
+}
+
+// Error implements error.
+func (e *OwnedSecretError) Error() string {
+	return fmt.Sprintf("secret is owned by VirtualMachine %s (uid %s), which exists", e.Owner, e.UID)
+}
 
 // SecretWriter writes the Secrets an admission needs.
 type SecretWriter interface {
@@ -61,17 +76,45 @@ func (c ClientSecretWriter) Write(ctx context.Context, w SecretWrite, owner *kub
 		if cur.Labels[api.LabelManagedBy] != api.ManagedByValue {
 			return fmt.Errorf("%w: %s/%s", ErrForeignSecret, cur.Namespace, cur.Name)
 		}
+		orphaned, err := c.checkOwner(ctx, &cur, owner)
+		if err != nil {
+			return err
+		}
 		if w.CreateOnly {
 			return nil
 		}
-		if maps.EqualFunc(cur.Data, want.Data, func(a, b []byte) bool { return string(a) == string(b) }) &&
+		if !orphaned && maps.EqualFunc(cur.Data, want.Data, func(a, b []byte) bool { return string(a) == string(b) }) &&
 			(len(want.OwnerReferences) == 0 || len(cur.OwnerReferences) > 0) {
 			return nil
 		}
 		cur.Data = want.Data
-		if len(cur.OwnerReferences) == 0 {
+		if orphaned || len(cur.OwnerReferences) == 0 {
+			// A dead owner's reference would have the garbage collector
+			// delete the Secret from under this VM.
 			cur.OwnerReferences = want.OwnerReferences
 		}
 		return c.Client.Update(ctx, &cur)
 	})
+}
+
+// checkOwner refuses (*OwnedSecretError) to touch cur when its controller
+// is a VirtualMachine other than owner (by UID) that still exists. orphaned
+// is true when that controller is gone: a Secret left by an earlier VM of
+// the same name is taken over. On a CREATE owner has no UID yet.
+func (c ClientSecretWriter) checkOwner(ctx context.Context, cur *corev1.Secret, owner *kubevirtv1.VirtualMachine) (orphaned bool, err error) {
+	ref := metav1.GetControllerOf(cur)
+	if ref == nil || ref.Kind != kubevirtv1.VirtualMachineGroupVersionKind.Kind || (owner != nil && ref.UID == owner.UID) {
+		return false, nil
+	}
+	var vm metav1.PartialObjectMetadata
+	vm.SetGroupVersionKind(kubevirtv1.VirtualMachineGroupVersionKind)
+	switch err := c.Reader.Get(ctx, client.ObjectKey{Namespace: cur.Namespace, Name: ref.Name}, &vm); {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("read owner of secret %s: %w", cur.Name, err)
+	case vm.UID != ref.UID:
+		return true, nil
+	}
+	return false, &OwnedSecretError{Owner: cur.Namespace + "/" + ref.Name, UID: ref.UID}
 }

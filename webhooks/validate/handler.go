@@ -20,6 +20,7 @@ import (
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
 	"github.com/virtstation/virtstation/webhooks/mutate"
+	"github.com/virtstation/virtstation/webhooks/provenance"
 )
 
 // VMPath is where the validating webhook for VirtualMachines is served.
@@ -30,10 +31,12 @@ const VMPath = "/validate-kubevirt-io-v1-virtualmachine"
 const maxClaimAttempts = 5
 
 // The objectSelector keeps unmanaged VMs out, so failurePolicy=fail cannot
-// block them. sideEffects=NoneOnDryRun: claims are written only on real
-// admissions.
+// block them, and the matchCondition (the same as the mutating webhook's)
+// skips the UPDATEs that change neither the spec nor a virtstation.io/
+// label or annotation. sideEffects=NoneOnDryRun: claims are written only on
+// real admissions.
 //
-// +kubebuilder:webhook:path=/validate-kubevirt-io-v1-virtualmachine,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=kubevirt.io,resources=virtualmachines,verbs=create;update,versions=v1,name=vm.validate.virtstation.io,admissionReviewVersions=v1,timeoutSeconds=5,serviceName=virtstation-webhook,serviceNamespace=virtstation-system,patch=`{"objectSelector":{"matchLabels":{"virtstation.io/managed":"true"}},"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","virtstation-system"]}]}}`
+// +kubebuilder:webhook:path=/validate-kubevirt-io-v1-virtualmachine,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=kubevirt.io,resources=virtualmachines,verbs=create;update,versions=v1,name=vm.validate.virtstation.io,admissionReviewVersions=v1,timeoutSeconds=5,serviceName=virtstation-webhook,serviceNamespace=virtstation-system,patch=`{"matchConditions":[{"name":"spec-or-virtstation-metadata-changed","expression":"request.operation != 'UPDATE' || object.spec != oldObject.spec || object.metadata.?labels.orValue({}).exists(k, k.startsWith('virtstation.io/') && (!(k in oldObject.metadata.?labels.orValue({})) || oldObject.metadata.labels[k] != object.metadata.labels[k])) || oldObject.metadata.?labels.orValue({}).exists(k, k.startsWith('virtstation.io/') && (!(k in object.metadata.?labels.orValue({})) || object.metadata.labels[k] != oldObject.metadata.labels[k])) || object.metadata.?annotations.orValue({}).exists(k, k.startsWith('virtstation.io/') && (!(k in oldObject.metadata.?annotations.orValue({})) || oldObject.metadata.annotations[k] != object.metadata.annotations[k])) || oldObject.metadata.?annotations.orValue({}).exists(k, k.startsWith('virtstation.io/') && (!(k in object.metadata.?annotations.orValue({})) || object.metadata.annotations[k] != oldObject.metadata.annotations[k]))"}],"objectSelector":{"matchLabels":{"virtstation.io/managed":"true"}},"namespaceSelector":{"matchExpressions":[{"key":"kubernetes.io/metadata.name","operator":"NotIn","values":["kube-system","virtstation-system"]}]}}`
 
 // VMHandler is the validating webhook for managed VirtualMachines: it
 // evaluates the active Rego policy set on the request and the disk/claim
@@ -46,6 +49,9 @@ type VMHandler struct {
 	Snapshots Snapshotter
 	// Client writes claims.
 	Client client.Client
+	// Verifier checks a request against the API server before its claims
+	// are written (nil trusts requests as sent: unit tests only).
+	Verifier provenance.Checker
 	// DryRun is told about each violation of a rule in dryrun mode.
 	DryRun func(Violation)
 	// Now is the clock; nil means time.Now.
@@ -122,6 +128,11 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 		if dryRun {
 			return withWarnings(admission.Allowed(""), warnings)
 		}
+		if attempt == 0 {
+			if resp, ok := h.verify(ctx, req, self, len(snap.Objects) > 0); !ok {
+				return withWarnings(resp, warnings)
+			}
+		}
 		err = h.claim(ctx, self, disks, snap, now)
 		if errors.Is(err, claims.ErrConflict) || errors.Is(err, claims.ErrClaimed) {
 			log.V(1).Info("claim race lost; re-reading", "attempt", attempt, "reason", err.Error())
@@ -165,6 +176,20 @@ func (h *VMHandler) claim(ctx context.Context, self types.NamespacedName, disks 
 		}
 	}
 	return nil
+}
+
+// verify checks the request against the API server before claims are
+// written (package provenance): a forged, stale or replayed request writes
+// no claim. Requests that claim nothing are not checked.
+func (h *VMHandler) verify(ctx context.Context, req admission.Request, self types.NamespacedName, claims bool) (admission.Response, bool) {
+	if !claims || h.Verifier == nil {
+		return admission.Response{}, true
+	}
+	old, err := provenance.Identity(req.OldObject.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err), false
+	}
+	return h.Verifier.Verify(ctx, req.Operation, self, old)
 }
 
 func (h *VMHandler) now() time.Time {

@@ -109,3 +109,17 @@ podAntiAffinity:
 {{- end }}
 {{- toYaml $ns }}
 {{- end }}
+
+{{/*
+The matchConditions of the managed-VM webhooks: an UPDATE that changes
+neither the spec nor a virtstation.io/ label or annotation (KubeVirt's
+finalizer, annotation and status writes) is let through without calling the
+webhook, so an outage of Virtstation never blocks KubeVirt. The same
+expression as the +kubebuilder:webhook markers (test/deploy checks).
+*/}}
+{{- define "virtstation.vmMatchConditions" -}}
+matchConditions:
+  - name: spec-or-virtstation-metadata-changed
+    expression: >-
+      request.operation != 'UPDATE' || object.spec != oldObject.spec || object.metadata.?labels.orValue({}).exists(k, k.startsWith('virtstation.io/') && (!(k in oldObject.metadata.?labels.orValue({})) || oldObject.metadata.labels[k] != object.metadata.labels[k])) || oldObject.metadata.?labels.orValue({}).exists(k, k.startsWith('virtstation.io/') && (!(k in object.metadata.?labels.orValue({})) || object.metadata.labels[k] != oldObject.metadata.labels[k])) || object.metadata.?annotations.orValue({}).exists(k, k.startsWith('virtstation.io/') && (!(k in oldObject.metadata.?annotations.orValue({})) || oldObject.metadata.annotations[k] != object.metadata.annotations[k])) || oldObject.metadata.?annotations.orValue({}).exists(k, k.startsWith('virtstation.io/') && (!(k in object.metadata.?annotations.orValue({})) || object.metadata.annotations[k] != oldObject.metadata.annotations[k]))
+{{- end }}
