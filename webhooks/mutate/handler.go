@@ -46,8 +46,6 @@ type Handler struct {
 	dryRun   secretStash
 }
 
-
-
 // HandlerOption configures a Handler.
 type HandlerOption func(*Handler)
 
