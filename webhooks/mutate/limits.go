@@ -60,11 +60,18 @@ var kubevirtListLimits = []listLimit{
 // KubeVirt's to deny, with its own message.
 func checkListLimits(m *mutation) error {
 	for _, l := range kubevirtListLimits {
-		before, after := len(getList(m.in.Object, l.path)), len(getList(m.obj, l.path))
+		before, after := listLen(m.in.Object, l.path), listLen(m.obj, l.path)
 		if after > l.max && after > before {
 			m.deny(field.ErrorList{field.TooMany(field.NewPath(l.path[0], l.path[1:]...), after, l.max)}, ruleLimits,
 				fmt.Sprintf("%s: Virtstation's additions would take it past KubeVirt's limit", l.fix))
 		}
 	}
 	return nil
+}
+
+// listLen is the length of the list at path, without copying it.
+func listLen(obj map[string]any, path []string) int {
+	parent, _ := getMap(obj, path[:len(path)-1])
+	l, _ := parent[path[len(path)-1]].([]any)
+	return len(l)
 }

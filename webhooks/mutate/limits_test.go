@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/virtstation/virtstation/api"
@@ -236,4 +237,25 @@ func TestGPUNamesAreLinear(t *testing.T) {
 			t.Fatalf("added gpus[%d] is named %v, want %s", i, g.(map[string]any)["name"], want)
 		}
 	}
+}
+
+// FuzzGPUCount reads `*/gpu` resource values: a count is only ever a whole
+// number of devices within the limit, the value the quantity says.
+func FuzzGPUCount(f *testing.F) {
+	for _, s := range []string{"0", "1", "16", "17", "8000", "1e9", "1e+09", "-1", "500m", "1000m", "0.5", "16.0", "1Ki", "2e0", "+3", "lots", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := gpuCount(s)
+		if err != nil {
+			return
+		}
+		if n < 0 || n > api.MaxGPUs {
+			t.Fatalf("gpuCount(%q) = %d, outside 0 to %d", s, n, api.MaxGPUs)
+		}
+		q := resource.MustParse(s)
+		if q.Cmp(*resource.NewQuantity(int64(n), resource.DecimalSI)) != 0 {
+			t.Fatalf("gpuCount(%q) = %d, but the quantity is %s", s, n, q.String())
+		}
+	})
 }
