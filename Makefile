@@ -88,6 +88,7 @@ unit:
 bench: envtest-bins test-deps
 	$(GO) test ./webhooks/validate -run '^$$' -bench BenchmarkEvaluateVsCEL -benchmem -count 5
 	$(GO) test ./webhooks/validate -run '^$$' -bench BenchmarkAdmissionStages -benchmem -count 5
+	$(GO) test ./webhooks/mutate -run '^$$' -bench BenchmarkMutatingWebhookLimits -benchmem -count 5
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) test ./test/bench/admission -run '^$$' -bench BenchmarkAdmission -benchtime 1x
 	$(GO) test ./test/bench/admission -run '^$$' -bench BenchmarkWebhookServer -benchtime 1x -rates 100,200,300,400,600,800,1000
 	$(GO) test ./bridge/vnc -run '^$$' -bench BenchmarkAdaptiveVNC -count 3
@@ -101,6 +102,7 @@ fuzz:
 	$(GO) test ./mac -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./api -run '^$$' -fuzz FuzzParseMACAnnotation -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./webhooks/mutate -run '^$$' -fuzz FuzzMutate -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./webhooks/mutate -run '^$$' -fuzz FuzzGPUCount -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./api -run '^$$' -fuzz FuzzParseDataDisks -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./api -run '^$$' -fuzz FuzzParseGPUs -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./cloudinit -run '^$$' -fuzz FuzzMerge -fuzztime $(FUZZTIME) -fuzzminimizetime 5s

@@ -31,9 +31,6 @@ var (
 	cdromBuses = sets.New("sata", "scsi")
 )
 
-// maxDataDisks bounds the list; a VM has a few dozen disk slots at most.
-const maxDataDisks = 16
-
 // DataDisk is one entry of virtstation.io/data-disks, with defaults filled in.
 type DataDisk struct {
 	// Name of the DataVolume or PVC in the VM's namespace.
@@ -52,8 +49,12 @@ type DataDisk struct {
 // "name:/mount[,name[:/mount]]" or a JSON list of DataDisk. It checks the
 // syntax and fills defaults; whether the disks exist and the mount-path
 // rules are checked where the cluster and the policies are known. fld is the
-// annotation's path, for the errors.
+// annotation's path, for the errors. The value is at most
+// MaxAnnotationBytes long, with at most MaxDataDisks entries.
 func ParseDataDisks(value string, fld *field.Path) ([]DataDisk, field.ErrorList) {
+	if len(value) > MaxAnnotationBytes {
+		return nil, field.ErrorList{field.TooLong(fld, "", MaxAnnotationBytes)}
+	}
 	v := strings.TrimSpace(value)
 	if v == "" {
 		return nil, nil
@@ -75,8 +76,8 @@ func ParseDataDisks(value string, fld *field.Path) ([]DataDisk, field.ErrorList)
 			disks = append(disks, DataDisk{Name: strings.TrimSpace(name), MountPath: strings.TrimSpace(mount)})
 		}
 	}
-	if len(disks) > maxDataDisks {
-		return nil, field.ErrorList{field.TooMany(fld, len(disks), maxDataDisks)}
+	if len(disks) > MaxDataDisks {
+		return nil, field.ErrorList{field.TooMany(fld, len(disks), MaxDataDisks)}
 	}
 	var errs field.ErrorList
 	seen, mounts := sets.New[string](), sets.New[string]()

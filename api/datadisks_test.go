@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -41,6 +42,20 @@ func TestParseDataDisks(t *testing.T) {
 	for i := range sixteen {
 		sixteen[i] = disk(fmt.Sprintf("d%d", i), fmt.Sprintf("/m%d", i))
 	}
+	// The largest list the limits allow: MaxDataDisks entries in JSON, each
+	// a 253-character name and a 255-character mount path, fits in
+	// MaxAnnotationBytes.
+	largest, largestWant := make([]DataDisk, MaxDataDisks), make([]DataDisk, MaxDataDisks)
+	for i := range largest {
+		name := fmt.Sprintf("%02d", i) + strings.Repeat("a", 251)
+		mount := "/" + fmt.Sprintf("%02d", i) + strings.Repeat("m", 252)
+		largest[i] = DataDisk{Name: name, MountPath: mount, Type: DiskTypeDisk, Bus: "virtio", ReadOnly: false}
+		largestWant[i] = disk(name, mount)
+	}
+	largestJSON, err := json.Marshal(largest)
+	if err != nil {
+		t.Fatal(err)
+	}
 	badJSON := `[{"name":"a",`
 	unknownField := `[{"name":"a","size":"10Gi"}]`
 	trailing := `[{"name":"a"}] [{"name":"b"}]`
@@ -50,6 +65,14 @@ func TestParseDataDisks(t *testing.T) {
 		want    []DataDisk
 		wantErr field.ErrorList
 	}{
+		"the largest list the limits allow": {
+			value: string(largestJSON),
+			want:  largestWant,
+		},
+		"value longer than the annotation limit": {
+			value:   "home:/home" + strings.Repeat(" ", MaxAnnotationBytes),
+			wantErr: field.ErrorList{field.TooLong(pathDataDisks, "", MaxAnnotationBytes)},
+		},
 		"absent": {value: ""},
 		"blank":  {value: " \t\n"},
 		"shorthand": {
@@ -182,7 +205,7 @@ func TestParseDataDisks(t *testing.T) {
 		},
 		"more than sixteen disks": {
 			value:   strings.Join(seventeen, ","),
-			wantErr: field.ErrorList{field.TooMany(pathDataDisks, 17, maxDataDisks)},
+			wantErr: field.ErrorList{field.TooMany(pathDataDisks, 17, MaxDataDisks)},
 		},
 	}
 	for name, tc := range cases {
@@ -227,8 +250,11 @@ func FuzzParseDataDisks(f *testing.F) {
 			}
 			return
 		}
-		if len(disks) > maxDataDisks {
-			t.Fatalf("ParseDataDisks(%q) = %d disks, more than %d", value, len(disks), maxDataDisks)
+		if len(value) > MaxAnnotationBytes {
+			t.Fatalf("ParseDataDisks accepted a %d-byte value, over the %d-byte limit", len(value), MaxAnnotationBytes)
+		}
+		if len(disks) > MaxDataDisks {
+			t.Fatalf("ParseDataDisks(%q) = %d disks, more than %d", value, len(disks), MaxDataDisks)
 		}
 		seen := sets.New[string]()
 		for i, d := range disks {

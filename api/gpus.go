@@ -10,28 +10,34 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// maxGPUsPerDevice bounds one entry; no host has more GPUs of one kind.
-const maxGPUsPerDevice = 16
-
 // GPURequest is one entry of virtstation.io/gpus.
 type GPURequest struct {
 	// DeviceName is the device plugin's resource name, e.g. nvidia.com/GH100_H200.
 	DeviceName string
-	// Count is how many of them, 1 to 16.
+	// Count is how many of them, 1 to MaxGPUs.
 	Count int
 }
 
 // ParseGPUs parses virtstation.io/gpus: "deviceName=count[,deviceName=count]".
 // A device name is a qualified resource name (vendor.com/model); each may
-// appear once.
+// appear once. The value is at most MaxAnnotationBytes long and asks for at
+// most MaxGPUs GPUs in all; both are checked before the entries are parsed.
 func ParseGPUs(value string, fld *field.Path) ([]GPURequest, field.ErrorList) {
+	if len(value) > MaxAnnotationBytes {
+		return nil, field.ErrorList{field.TooLong(fld, "", MaxAnnotationBytes)}
+	}
 	v := strings.TrimSpace(value)
 	if v == "" {
 		return nil, nil
 	}
+	// Each entry asks for at least one GPU.
+	if n := strings.Count(v, ",") + 1; n > MaxGPUs {
+		return nil, field.ErrorList{field.TooMany(fld, n, MaxGPUs)}
+	}
 	var out []GPURequest
 	var errs field.ErrorList
 	seen := sets.New[string]()
+	total := 0
 	for i, entry := range strings.Split(v, ",") {
 		name, count, ok := strings.Cut(strings.TrimSpace(entry), "=")
 		name, count = strings.TrimSpace(name), strings.TrimSpace(count)
@@ -44,8 +50,8 @@ func ParseGPUs(value string, fld *field.Path) ([]GPURequest, field.ErrorList) {
 			continue
 		}
 		n, err := strconv.Atoi(count)
-		if err != nil || n < 1 || n > maxGPUsPerDevice {
-			errs = append(errs, field.Invalid(f, entry, fmt.Sprintf("count must be a whole number from 1 to %d", maxGPUsPerDevice)))
+		if err != nil || n < 1 || n > MaxGPUs {
+			errs = append(errs, field.Invalid(f, entry, fmt.Sprintf("count must be a whole number from 1 to %d", MaxGPUs)))
 			continue
 		}
 		if seen.Has(name) {
@@ -53,7 +59,11 @@ func ParseGPUs(value string, fld *field.Path) ([]GPURequest, field.ErrorList) {
 			continue
 		}
 		seen.Insert(name)
+		total += n
 		out = append(out, GPURequest{DeviceName: name, Count: n})
+	}
+	if len(errs) == 0 && total > MaxGPUs {
+		errs = append(errs, field.Invalid(fld, value, fmt.Sprintf("asks for %d GPUs in all, more than the %d one VM may have", total, MaxGPUs)))
 	}
 	if len(errs) > 0 {
 		return nil, errs

@@ -141,7 +141,8 @@ func writePart(buf *bytes.Buffer, ctype, marker string, body []byte) {
 	}
 	enc := base64.StdEncoding.EncodeToString(body)
 	for len(enc) > base64Line {
-		buf.WriteString(enc[:base64Line] + "\n")
+		buf.WriteString(enc[:base64Line])
+		buf.WriteByte('\n')
 		enc = enc[base64Line:]
 	}
 	buf.WriteString(enc)

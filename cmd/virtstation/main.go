@@ -27,6 +27,9 @@ const (
 	exitBadInput = 2
 	// exitDenied: render denied at least one object.
 	exitDenied = 3
+	// exitInterrupted: stopped by SIGINT or SIGTERM (128 + SIGINT, as a
+	// shell reports an interrupted command).
+	exitInterrupted = 130
 )
 
 // streams are the command's standard streams.

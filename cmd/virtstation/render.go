@@ -33,29 +33,30 @@ func runRender(ctx context.Context, args []string, s streams) int {
 		fmt.Fprintf(s.err, "render: -o %q: want yaml or json\n", *output)
 		return exitBadInput
 	}
-	manifests, err := readObjectsFrom(*file, s.in)
-	if err != nil {
-		fmt.Fprintf(s.err, "render: %s: %v\n", *file, err)
-		return exitBadInput
+	// render is offline and holds nothing that needs cleaning up, so on
+	// SIGINT or SIGTERM it stops at once, whatever it is doing (reading a
+	// manifest from a stdin that never closes, evaluating a policy): the
+	// work runs in its own goroutine and is abandoned.
+	type outcome struct {
+		verdicts []render.Verdict
+		err      error
 	}
-	var cluster []render.Object
-	if *objects != "" {
-		if cluster, err = readObjectsFrom(*objects, s.in); err != nil {
-			fmt.Fprintf(s.err, "render: %s: %v\n", *objects, err)
+	done := make(chan outcome, 1)
+	go func() {
+		v, err := renderManifests(ctx, *file, *objects, *namespace, *policyDir, *noPolicies, s.in)
+		done <- outcome{v, err}
+	}()
+	var verdicts []render.Verdict
+	select {
+	case o := <-done:
+		if o.err != nil {
+			fmt.Fprintf(s.err, "render: %v\n", o.err)
 			return exitBadInput
 		}
-	}
-	opts := render.Options{Manifests: manifests, Cluster: cluster, Namespace: *namespace}
-	if !*noPolicies {
-		if opts.Policies, err = loadEngine(ctx, *policyDir); err != nil {
-			fmt.Fprintf(s.err, "render: %v\n", err)
-			return exitBadInput
-		}
-	}
-	verdicts, err := render.Render(ctx, opts)
-	if err != nil {
-		fmt.Fprintf(s.err, "render: %v\n", err)
-		return exitBadInput
+		verdicts = o.verdicts
+	case <-ctx.Done():
+		fmt.Fprintln(s.err, "render: interrupted")
+		return exitInterrupted
 	}
 
 	code := exitOK
@@ -78,6 +79,28 @@ func runRender(ctx context.Context, args []string, s streams) int {
 		return exitFailure
 	}
 	return code
+}
+
+// renderManifests reads the manifests and the cluster's objects, loads the
+// policies, and renders.
+func renderManifests(ctx context.Context, file, objects, namespace, policyDir string, noPolicies bool, stdin io.Reader) ([]render.Verdict, error) {
+	manifests, err := readObjectsFrom(file, stdin)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	var cluster []render.Object
+	if objects != "" {
+		if cluster, err = readObjectsFrom(objects, stdin); err != nil {
+			return nil, fmt.Errorf("%s: %w", objects, err)
+		}
+	}
+	opts := render.Options{Manifests: manifests, Cluster: cluster, Namespace: namespace}
+	if !noPolicies {
+		if opts.Policies, err = loadEngine(ctx, policyDir); err != nil {
+			return nil, err
+		}
+	}
+	return render.Render(ctx, opts)
 }
 
 func readObjectsFrom(path string, stdin io.Reader) ([]render.Object, error) {

@@ -1,6 +1,7 @@
 package mutate
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -21,7 +22,9 @@ var (
 
 // addGPUs keeps gpus[] in line with virtstation.io/gpus and moves `*/gpu`
 // resource keys into gpus[]: KubeVirt requests one device per gpus[] entry,
-// so a resource key as well would request the device twice.
+// so a resource key as well would request the device twice. Both sources
+// together ask for at most api.MaxGPUs GPUs, checked before any entry is
+// made; the work is then linear in the length of gpus[].
 func addGPUs(m *mutation) error {
 	fld := field.NewPath("metadata", "annotations").Key(api.AnnotationGPUs)
 	reqs, errs := api.ParseGPUs(m.in.VM.Annotations[api.AnnotationGPUs], fld)
@@ -32,33 +35,62 @@ func addGPUs(m *mutation) error {
 	if m.in.VM.Spec.Template == nil {
 		return nil
 	}
-	gpus := getList(m.obj, pathGPUs)
-	moved, err := m.moveGPUResources(&gpus)
-	if err != nil {
-		return err
+	moved, movedCount, ok := m.takeGPUResources()
+	if !ok {
+		return nil
+	}
+	total := 0
+	for _, r := range reqs {
+		total += r.Count
+	}
+	for _, n := range movedCount {
+		total += n
+	}
+	if total > api.MaxGPUs {
+		m.deny(field.ErrorList{field.TooMany(field.NewPath(pathGPUs[0], pathGPUs[1:]...), total, api.MaxGPUs)}, "gpus",
+			fmt.Sprintf("ask for at most %d GPUs in %s and the */gpu keys of domain.resources together", api.MaxGPUs, api.AnnotationGPUs))
+		return nil
 	}
 
+	gpus := getList(m.obj, pathGPUs)
 	ours := sets.New[string]()
 	if m.prev.GPUs != nil {
 		for _, g := range m.prev.GPUs.Added {
 			ours.Insert(g.Name)
 		}
 	}
+	hadOurs := ours.Len() > 0
 	want := map[string]int{}
 	devices := sets.New[string]()
 	for _, r := range reqs {
 		want[r.DeviceName] = r.Count
 		devices.Insert(r.DeviceName)
 	}
-	// Entries this webhook added earlier for devices no longer listed go away.
+	// have counts every entry per device: the user's, ours, and the ones
+	// the resource keys are about to add.
+	have := map[string]int{}
 	for _, g := range gpus {
-		if o, ok := g.(map[string]any); ok && ours.Has(str(o["name"])) {
-			devices.Insert(str(o["deviceName"]))
+		if o, ok := g.(map[string]any); ok {
+			have[str(o["deviceName"])]++
 		}
 	}
-	hadOurs := ours.Len() > 0
+	for k, n := range movedCount {
+		have[k] += n
+	}
+	gpus = dropSurplusGPUs(gpus, want, have, ours)
+
+	namer := newGPUNamer(gpus, getList(m.obj, pathHostDevices))
+	for _, k := range moved {
+		for range movedCount[k] {
+			gpus = append(gpus, map[string]any{"name": namer.next(), "deviceName": k})
+		}
+	}
 	for _, dev := range sets.List(devices) {
-		gpus = m.fitGPUCount(gpus, dev, want[dev], ours)
+		for ; have[dev] < want[dev]; have[dev]++ {
+			name := namer.next()
+			gpus = append(gpus, map[string]any{"name": name, "deviceName": dev})
+			ours.Insert(name)
+		}
 	}
 
 	var added []InjectedGPU
@@ -83,82 +115,138 @@ func addGPUs(m *mutation) error {
 	return setList(m.obj, gpus, pathGPUs)
 }
 
-// fitGPUCount adds entries for dev until there are want, or removes entries
-// this webhook added (ours) until there are no more than want. Entries the
-// user wrote are never removed.
-func (m *mutation) fitGPUCount(gpus []any, dev string, want int, ours sets.Set[string]) []any {
-	have := 0
-	for _, g := range gpus {
-		if o, ok := g.(map[string]any); ok && str(o["deviceName"]) == dev {
-			have++
-		}
-	}
-	for ; have < want; have++ {
-		name := m.freeGPUName(gpus)
-		gpus = append(gpus, map[string]any{"name": name, "deviceName": dev})
-		ours.Insert(name)
-	}
-	for i := len(gpus) - 1; i >= 0 && have > want; i-- {
+// dropSurplusGPUs removes the entries this webhook added (ours) for a
+// device that has more than want, newest first, in one pass. Entries the
+// user wrote are never removed. It updates have and ours.
+func dropSurplusGPUs(gpus []any, want, have map[string]int, ours sets.Set[string]) []any {
+	drop := make([]bool, len(gpus))
+	dropped := false
+	for i := len(gpus) - 1; i >= 0; i-- {
 		o, ok := gpus[i].(map[string]any)
-		if ok && str(o["deviceName"]) == dev && ours.Has(str(o["name"])) {
+		if !ok || !ours.Has(str(o["name"])) {
+			continue
+		}
+		if dev := str(o["deviceName"]); have[dev] > want[dev] {
+			drop[i], dropped = true, true
+			have[dev]--
 			ours.Delete(str(o["name"]))
-			gpus = append(gpus[:i], gpus[i+1:]...)
-			have--
 		}
 	}
-	return gpus
+	if !dropped {
+		return gpus
+	}
+	kept := make([]any, 0, len(gpus))
+	for i, g := range gpus {
+		if !drop[i] {
+			kept = append(kept, g)
+		}
+	}
+	return kept
 }
 
-// freeGPUName is the first gpuN not used by a GPU or host device: libvirt
-// aliases must be unique.
-func (m *mutation) freeGPUName(gpus []any) string {
-	used := names(gpus).Union(names(getList(m.obj, pathHostDevices)))
-	for i := 0; ; i++ {
-		if n := "gpu" + strconv.Itoa(i); !used.Has(n) {
-			return n
+// gpuNamer hands out the names gpu0, gpu1, … that no GPU or host device
+// has (libvirt aliases must be unique): one set of taken names and one
+// counter, so naming n entries is linear.
+type gpuNamer struct {
+	taken sets.Set[string]
+	n     int
+}
+
+func newGPUNamer(gpus, hostDevices []any) *gpuNamer {
+	return &gpuNamer{taken: names(gpus).Union(names(hostDevices))}
+}
+
+// next is the first free gpuN from the counter on.
+func (g *gpuNamer) next() string {
+	for {
+		name := "gpu" + strconv.Itoa(g.n)
+		g.n++
+		if !g.taken.Has(name) {
+			g.taken.Insert(name)
+			return name
 		}
 	}
 }
 
-// moveGPUResources removes `<vendor>/gpu` keys from domain.resources
-// requests and limits and appends that many gpus[] entries (the larger of
-// request and limit). The entries then belong to the user.
-func (m *mutation) moveGPUResources(gpus *[]any) ([]string, error) {
+// takeGPUResources removes the `<vendor>/gpu` keys from domain.resources
+// requests and limits and returns them, sorted, with how many gpus[]
+// entries each becomes (the larger of request and limit); the entries then
+// belong to the user. Each value must be a whole number from 0 to
+// api.MaxGPUs, and there are at most api.MaxGPUs such keys; ok is false when
+// the admission is denied.
+func (m *mutation) takeGPUResources() (keys []string, counts map[string]int, ok bool) {
 	res, _ := getMap(m.obj, pathResources)
 	if res == nil {
-		return nil, nil
+		return nil, nil, true
 	}
-	counts := map[string]int64{}
+	fld := field.NewPath(pathResources[0], pathResources[1:]...)
+	counts = map[string]int{}
+	ok = true
 	for _, part := range []string{"requests", "limits"} {
 		list, _ := res[part].(map[string]any)
-		for k, v := range list {
+		for _, k := range sortedKeys(list) {
 			if !strings.HasSuffix(k, "/gpu") {
 				continue
 			}
-			q, err := resource.ParseQuantity(fmt.Sprint(v))
+			v := list[k]
+			n, err := gpuCount(v)
 			if err != nil {
-				m.denied = append(m.denied, field.Invalid(field.NewPath("spec", "template", "spec", "domain", "resources", part).Key(k), v,
-					"not a quantity (rule: gpus; fix: give a whole number of devices, e.g. \"1\")"))
+				m.deny(field.ErrorList{field.Invalid(fld.Child(part).Key(k), shortValue(v), err.Error())}, "gpus",
+					fmt.Sprintf("give a whole number of devices from 0 to %d, e.g. \"1\"", api.MaxGPUs))
+				ok = false
 				continue
 			}
-			counts[k] = max(counts[k], q.Value())
+			counts[k] = max(counts[k], n)
 			delete(list, k)
 		}
 		if list != nil && len(list) == 0 {
 			delete(res, part)
 		}
 	}
-	keys := make([]string, 0, len(counts))
+	if len(counts) > api.MaxGPUs {
+		m.deny(field.ErrorList{field.TooMany(fld, len(counts), api.MaxGPUs)}, "gpus",
+			fmt.Sprintf("use at most %d distinct */gpu resource keys", api.MaxGPUs))
+		ok = false
+	}
+	if !ok {
+		return nil, nil, false
+	}
+	keys = make([]string, 0, len(counts))
 	for k := range counts {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	for _, k := range keys {
-		for i := int64(0); i < counts[k]; i++ {
-			*gpus = append(*gpus, map[string]any{"name": m.freeGPUName(*gpus), "deviceName": k})
-		}
+	return keys, counts, true
+}
+
+// shortValue is v for a denial, or a placeholder when it is too long to
+// repeat back.
+func shortValue(v any) any {
+	if s, ok := v.(string); ok && len(s) > 64 {
+		return "<value omitted>"
 	}
-	return keys, nil
+	return v
+}
+
+// maxGPUQuantity is api.MaxGPUs as a quantity.
+var maxGPUQuantity = *resource.NewQuantity(api.MaxGPUs, resource.DecimalSI)
+
+// gpuCount reads a `*/gpu` resource value as a number of devices: a
+// quantity that is a whole number from 0 to api.MaxGPUs. The range is
+// checked on the quantity itself, so a value such as 1e9 costs nothing.
+func gpuCount(v any) (int, error) {
+	q, err := resource.ParseQuantity(fmt.Sprint(v))
+	if err != nil {
+		return 0, errors.New("not a quantity")
+	}
+	if q.Sign() < 0 || q.Cmp(maxGPUQuantity) > 0 {
+		return 0, fmt.Errorf("must be from 0 to %d devices", api.MaxGPUs)
+	}
+	n := q.Value()
+	if q.Cmp(*resource.NewQuantity(n, resource.DecimalSI)) != 0 {
+		return 0, errors.New("must be a whole number of devices")
+	}
+	return int(n), nil
 }
 
 func str(v any) string {

@@ -89,7 +89,8 @@ var steps = []step{
 	addGPUs,
 	setSSHKeys,
 	setVideo,
-	mergeCloudInit, // last: mounts the disks and carries the keys set above
+	mergeCloudInit, // mounts the disks and carries the keys set above
+	checkListLimits,
 }
 
 // Mutate applies every step to a copy of the input object. It is a pure
@@ -102,6 +103,9 @@ func Mutate(ctx context.Context, in Input, cluster Cluster) (Result, error) {
 		in:      in,
 		obj:     deepCopyJSON(in.Object),
 	}
+	if checkAnnotationSizes(m); len(m.denied) > 0 {
+		return Result{Denied: m.denied}, nil
+	}
 	prev, err := ParseInjected(in.VM.Annotations[api.AnnotationInjected])
 	if err != nil {
 		// A record that does not parse is ours to rewrite, not a user error.
@@ -109,6 +113,9 @@ func Mutate(ctx context.Context, in Input, cluster Cluster) (Result, error) {
 	}
 	m.prev = prev
 	for _, s := range steps {
+		if err := ctx.Err(); err != nil {
+			return Result{}, fmt.Errorf("mutate: %w", err)
+		}
 		if err := s(m); err != nil {
 			return Result{}, err
 		}

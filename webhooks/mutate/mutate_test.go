@@ -449,6 +449,29 @@ func TestMutateIdempotent(t *testing.T) {
 	}
 }
 
+// checkLimitsHeld fails when an admitted mutation read or made more than
+// the limits allow.
+func checkLimitsHeld(t *testing.T, in Input, out map[string]any) {
+	t.Helper()
+	for k, v := range in.VM.Annotations {
+		limit := api.MaxAnnotationBytes
+		if k == api.AnnotationInjected {
+			limit = api.MaxInjectedBytes
+		}
+		if strings.HasPrefix(k, annotationPrefix) && len(v) > limit {
+			t.Fatalf("admitted annotation %s of %d bytes, over the limit of %d", k, len(v), limit)
+		}
+	}
+	if added := len(getList(out, pathGPUs)) - len(getList(in.Object, pathGPUs)); added > api.MaxGPUs {
+		t.Fatalf("added %d GPUs, over the limit of %d", added, api.MaxGPUs)
+	}
+	for _, l := range kubevirtListLimits {
+		if before, after := len(getList(in.Object, l.path)), len(getList(out, l.path)); after > max(before, l.max) {
+			t.Fatalf("%s grew from %d to %d, past KubeVirt's %d", strings.Join(l.path, "."), before, after, l.max)
+		}
+	}
+}
+
 // fuzzCluster holds a VM using the MAC ns/web would derive, and one using
 // fixedMAC, so fuzzed inputs reach the collision and duplicate paths.
 func fuzzCluster() *StaticCluster {
@@ -464,6 +487,14 @@ func FuzzMutate(f *testing.F) {
 	}
 	f.Add([]byte(`{"metadata":{"name":"x"},"spec":{"template":{"spec":{}}}}`), []byte(nil))
 	f.Add([]byte(`{}`), []byte(nil))
+	// The limits (limits_test.go): GPU quantities and entries past them,
+	// and an annotation past its size.
+	for _, q := range []string{`"8000"`, `"1e9"`, `1e9`, `"-1"`, `"500m"`, `"16"`, `"0"`} {
+		f.Add([]byte(vmJSON(stepAnn(), `{"domain":{"resources":{"limits":{"nvidia.com/gpu":`+q+`}},"devices":{}}}`)), []byte(nil))
+	}
+	f.Add([]byte(vmJSON(stepAnn(api.AnnotationGPUs, h200+"=10"), `{"domain":{"resources":{"requests":{"amd.com/gpu":"7"}},"devices":{}}}`)), []byte(nil))
+	f.Add([]byte(vmJSON(stepAnn(api.AnnotationGPUs, gpuAnnotation(api.MaxGPUs+1)), specParts{}.String())), []byte(nil))
+	f.Add([]byte(vmJSON(stepAnn(api.AnnotationVideo, strings.Repeat("v", api.MaxAnnotationBytes+1)), specParts{}.String())), []byte(nil))
 	cluster := fuzzCluster()
 
 	f.Fuzz(func(t *testing.T, raw, oldRaw []byte) {
@@ -493,6 +524,7 @@ func FuzzMutate(f *testing.F) {
 		if len(first.Denied) > 0 {
 			return
 		}
+		checkLimitsHeld(t, in, first.Object)
 		// The handler's patch, applied to the request, is the mutation.
 		checkPatch(t, raw, in.Object, first.Object)
 		b, err := json.Marshal(first.Object)

@@ -13,9 +13,6 @@ import (
 	"github.com/virtstation/virtstation/cloudinit"
 )
 
-// maxInlineUserData is KubeVirt's limit on inline cloud-init user-data.
-const maxInlineUserData = 2048
-
 // cloudInitVolume is the name of the volume the webhook adds to a VM that
 // has none.
 const cloudInitVolume = "vs-cloudinit"
@@ -83,6 +80,11 @@ func mergeCloudInit(m *mutation) error {
 		return err
 	}
 	merged := cloudinit.Merge(user, rendered)
+	if len(merged) > api.MaxUserDataBytes {
+		m.deny(field.ErrorList{field.TooLong(field.NewPath("spec", "template", "spec", "volumes").Index(idx).Child(kind), "", api.MaxUserDataBytes)}, "cloud-init",
+			fmt.Sprintf("your user-data merged with Virtstation's part is %d bytes and is stored in one Secret, which holds at most %d: shrink your user-data", len(merged), api.MaxUserDataBytes))
+		return nil
+	}
 	inline := string(merged)
 	if base64Form || !utf8.Valid(merged) {
 		inline = base64.StdEncoding.EncodeToString(merged)
@@ -91,9 +93,9 @@ func mergeCloudInit(m *mutation) error {
 	delete(src, "userDataBase64")
 	delete(src, "secretRef")
 	switch {
-	case userSecret == "" && len(inline) <= maxInlineUserData && (base64Form || !utf8.Valid(merged)):
+	case userSecret == "" && len(inline) <= api.MaxInlineUserData && (base64Form || !utf8.Valid(merged)):
 		src["userDataBase64"] = inline
-	case userSecret == "" && len(inline) <= maxInlineUserData:
+	case userSecret == "" && len(inline) <= api.MaxInlineUserData:
 		src["userData"] = inline
 	case m.in.Name == "":
 		m.denied = append(m.denied, field.Forbidden(field.NewPath("spec", "template", "spec", "volumes").Index(idx),

@@ -250,6 +250,10 @@ func FuzzBuildInput(f *testing.F) {
 	f.Add([]byte(`{"metadata":{"annotations":{"virtstation.io/data-disks":"[{\"name\":\"a\",\"type\":\"cdrom\"}]","virtstation.io/shared-memory":""}}}`))
 	f.Add([]byte(`{"metadata":{"annotations":{"virtstation.io/data-disks":7},"name":[],"namespace":{}}}`))
 	f.Add([]byte(`{"metadata":null}`))
+	// Past the limits: more entries than api.MaxDataDisks, and a value
+	// longer than api.MaxAnnotationBytes.
+	f.Add([]byte(`{"metadata":{"annotations":{"virtstation.io/data-disks":"a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q"}}}`))
+	f.Add([]byte(`{"metadata":{"annotations":{"virtstation.io/data-disks":"a:/srv` + strings.Repeat(" ", api.MaxAnnotationBytes) + `"}}}`))
 	f.Add([]byte(`{"metadata":{"annotations":null}}`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`{"a":1e400}`))

@@ -1,0 +1,77 @@
+package mutate
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/virtstation/virtstation/api"
+)
+
+// ruleLimits names the limits in denials.
+const ruleLimits = "limits"
+
+// annotationPrefix is the prefix of Virtstation's annotations.
+const annotationPrefix = "virtstation.io/"
+
+// checkAnnotationSizes denies a virtstation.io/ annotation value longer than
+// its limit (api.MaxAnnotationBytes, api.MaxInjectedBytes for the webhook's
+// own record). It runs before any step parses an annotation, so no step
+// works on more than the limits allow.
+func checkAnnotationSizes(m *mutation) {
+	ann := m.in.VM.Annotations
+	keys := make([]string, 0, len(ann))
+	for k := range ann {
+		if strings.HasPrefix(k, annotationPrefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		limit, fix := api.MaxAnnotationBytes, "shorten the value"
+		if k == api.AnnotationInjected {
+			limit, fix = api.MaxInjectedBytes, "remove the annotation: the webhook writes it"
+		}
+		if len(ann[k]) > limit {
+			m.deny(field.ErrorList{field.TooLong(field.NewPath("metadata", "annotations").Key(k), "", limit)}, ruleLimits, fix)
+		}
+	}
+}
+
+// listLimit is a list of the VM spec whose length KubeVirt bounds.
+type listLimit struct {
+	path []string
+	max  int
+	fix  string
+}
+
+// kubevirtListLimits are the lists the steps add to, with KubeVirt v1.9.0's
+// maxItems for each.
+var kubevirtListLimits = []listLimit{
+	{pathDisks, api.MaxDisks, "attach fewer data disks, or remove disks of your own"},
+	{pathVolumes, api.MaxVolumes, "attach fewer data disks, or remove volumes of your own"},
+	{pathAccessCredentials, api.MaxAccessCredentials, "remove an accessCredentials entry of your own, or the virtstation.io/ssh-user annotation"},
+}
+
+// checkListLimits denies a mutation that takes one of KubeVirt's bounded
+// lists past its limit. A list that was already too long in the request is
+// KubeVirt's to deny, with its own message.
+func checkListLimits(m *mutation) error {
+	for _, l := range kubevirtListLimits {
+		before, after := listLen(m.in.Object, l.path), listLen(m.obj, l.path)
+		if after > l.max && after > before {
+			m.deny(field.ErrorList{field.TooMany(field.NewPath(l.path[0], l.path[1:]...), after, l.max)}, ruleLimits,
+				fmt.Sprintf("%s: Virtstation's additions would take it past KubeVirt's limit", l.fix))
+		}
+	}
+	return nil
+}
+
+// listLen is the length of the list at path, without copying it.
+func listLen(obj map[string]any, path []string) int {
+	parent, _ := getMap(obj, path[:len(path)-1])
+	l, _ := parent[path[len(path)-1]].([]any)
+	return len(l)
+}
