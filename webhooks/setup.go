@@ -106,7 +106,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	srv := mgr.GetWebhookServer()
 	srv.Register(mutate.Path, &webhook.Admission{Handler: mutate.NewHandler(cluster,
 		mutate.WithSecretWriter(mutate.ClientSecretWriter{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}),
-		mutate.WithPolicyRevision(engine.Revision))})
+		mutate.WithPolicyRevision(engine.Revision), mutate.WithDryRunMetrics(mutate.DefaultDryRunMetrics()))})
 	srv.Register(validate.VMPath, &webhook.Admission{Handler: &validate.VMHandler{
 		Engine: engine, Modes: modes, Client: mgr.GetClient(), DryRun: policyMetrics.DryRunViolation,
 		Snapshots: validate.Snapshotter{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), NoDataVolumes: !cdi, Grace: opts.ClaimGrace},
