@@ -2,6 +2,7 @@ package envtest_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -149,11 +150,14 @@ func TestSweeperRemovesOrphanedSecrets(t *testing.T) {
 	}
 	// Gone within grace + period, with slack for a loaded machine.
 	eventually(t, envtest.SweepGrace+envtest.SweepEvery+10*time.Second, func() error {
-		err := env.Client.Get(ctx, orphanKey, &corev1.Secret{})
-		if apierrors.IsNotFound(err) {
+		switch err := env.Client.Get(ctx, orphanKey, &corev1.Secret{}); {
+		case apierrors.IsNotFound(err):
 			return nil
+		case err != nil:
+			return err
+		default:
+			return fmt.Errorf("orphan %s still there %s after it was written", orphanKey, time.Since(written).Round(time.Second))
 		}
-		return err
 	})
 	if gone := time.Since(written); gone < envtest.SweepGrace {
 		t.Errorf("orphan swept %s after it was written, before the grace of %s", gone, envtest.SweepGrace)
