@@ -2,6 +2,7 @@ package cloudinit
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/mail"
 	"testing"
@@ -92,6 +93,29 @@ func FuzzSplit(f *testing.F) {
 			if err2 != nil || !ours2 || !bytes.Equal(again, user) {
 				t.Fatalf("re-merged split: %q, %v, %v; want %q", again, ours2, err2, user)
 			}
+		}
+	})
+}
+
+// FuzzCheckCloudConfig: CheckCloudConfig never panics, returns nil or a
+// *CloudConfigError, and never calls anything but a #cloud-config invalid.
+func FuzzCheckCloudConfig(f *testing.F) {
+	for _, tc := range checkCases {
+		f.Add([]byte(tc.data))
+	}
+	f.Add([]byte("#cloud-config\na: &x [*x]\n"))
+	f.Add([]byte("#cloud-config\n\xff\xfe"))
+	f.Fuzz(func(t *testing.T, user []byte) {
+		err := CheckCloudConfig(user)
+		if err == nil {
+			return
+		}
+		var ce *CloudConfigError
+		if !errors.As(err, &ce) {
+			t.Fatalf("CheckCloudConfig = %T %v, want a *CloudConfigError", err, err)
+		}
+		if detectType(user) != typeCloudConfig {
+			t.Fatalf("CheckCloudConfig called non-cloud-config invalid: %v", err)
 		}
 	})
 }

@@ -1,9 +1,11 @@
 package sshkeys
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
@@ -12,7 +14,7 @@ import (
 // FuzzCollect feeds arbitrary Secret data to Collect. It must not panic;
 // every key it returns must parse back as one authorized_keys line; Collect
 // of the rendered keys must return them unchanged; and every Invalid must
-// point at a line that exists.
+// point at a line that exists; each Secret's InvalidNote fits an Event.
 func FuzzCollect(f *testing.F) {
 	k := testKeys()
 	f.Add([]byte(k["ed25519"]+" alice\n"+k["rsa"]), []byte(k["ecdsa"]))
@@ -41,9 +43,17 @@ func FuzzCollect(f *testing.F) {
 			t.Fatalf("Collect(Render(keys)) = %q %+v, want %q", again, bad, keys)
 		}
 		lines := map[string]int{"one/" + DataKey: len(strings.Split(string(a), "\n")), "one/b": len(strings.Split(string(b), "\n")), "two/" + DataKey: len(strings.Split(string(b), "\n"))}
+		bySecret := map[string][]Invalid{}
 		for _, inv := range invalid {
 			if n := lines[inv.Secret+"/"+inv.Key]; inv.Line < 1 || inv.Line > n || inv.Reason == "" {
 				t.Fatalf("invalid %+v points outside its value (%d lines)", inv, n)
+			}
+			bySecret[inv.Secret] = append(bySecret[inv.Secret], inv)
+		}
+		for _, list := range bySecret {
+			note := InvalidNote(list)
+			if len(note) > maxNoteLen || !utf8.ValidString(note) || !strings.HasPrefix(note, fmt.Sprintf("%d line(s) skipped", len(list))) {
+				t.Fatalf("note %q (%d bytes) for %d lines: too long, not UTF-8, or without the count", note, len(note), len(list))
 			}
 		}
 	})

@@ -16,8 +16,9 @@ import (
 
 // Event reasons.
 const (
-	// ReasonInvalidKey is a Warning on a key Secret for a line that is not
-	// an authorized_keys entry. The line is skipped; the others still apply.
+	// ReasonInvalidKey is a Warning on a key Secret that has lines that are
+	// not authorized_keys entries; its note names each one (InvalidNote).
+	// Those lines are skipped; the others still apply.
 	ReasonInvalidKey = "InvalidSSHKey"
 	// ReasonSecretTaken is a Warning on a VM whose "<vm>-ssh-keys" name is
 	// held by a Secret virtstation does not manage.
@@ -158,8 +159,11 @@ func (r *Reconciler) apiReader() client.Reader {
 	return r.Client
 }
 
-// reportInvalid emits one Warning Event per invalid line on its key Secret,
-// once per Secret version, however many VMs read it.
+// reportInvalid emits one Warning Event on each key Secret with invalid
+// lines, naming every line (InvalidNote), once per Secret version however
+// many VMs read it. One Event per line would not do: the events recorder
+// merges Events of the same object and reason into one series that shows
+// only one of their notes.
 func (r *Reconciler) reportInvalid(namespace string, sources []corev1.Secret, invalid []Invalid) {
 	byName := map[string][]Invalid{}
 	for _, inv := range invalid {
@@ -176,10 +180,7 @@ func (r *Reconciler) reportInvalid(namespace string, sources []corev1.Secret, in
 		if !r.memo.invalidNews(s) {
 			continue
 		}
-		for _, inv := range lines {
-			r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, ReasonInvalidKey, eventAction,
-				"data key %s line %d skipped: %s", inv.Key, inv.Line, inv.Reason)
-		}
+		r.Recorder.Eventf(s, nil, corev1.EventTypeWarning, ReasonInvalidKey, eventAction, "%s", InvalidNote(lines))
 	}
 	r.memo.retainInvalid(namespace, keep)
 }

@@ -95,7 +95,7 @@ func reconcileVM(t *testing.T, r *Reconciler) ctrl.Result {
 
 func TestReconcileWritesOnlyWhatDiffers(t *testing.T) {
 	ed := testKeys()["ed25519"]
-	src := keySecret("team", map[string]string{DataKey: ed + " a\nnot a key\n"})
+	src := keySecret("team", map[string]string{DataKey: ed + " a\nnot a key\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n-----END OPENSSH PRIVATE KEY-----\n"})
 	r, rec, w, c := newFake(t, nil, wantingVM(), &src)
 
 	reconcileVM(t, r)
@@ -107,8 +107,13 @@ func TestReconcileWritesOnlyWhatDiffers(t *testing.T) {
 		t.Fatalf("secret = %q owned by %+v, want the key, owned by the VM", got.Data[DataKey], got.OwnerReferences)
 	}
 	first := drain(rec)
-	if countPrefix(first, "Warning "+ReasonInvalidKey+" data key authorized_keys line 2") != 1 || countPrefix(first, "Normal "+ReasonSynced) != 1 {
+	if countPrefix(first, "Warning "+ReasonInvalidKey+" 2 line(s) skipped") != 1 || countPrefix(first, "Normal "+ReasonSynced) != 1 {
 		t.Fatalf("events = %q, want one invalid-line warning and one sync", first)
+	}
+	for _, e := range first {
+		if strings.HasPrefix(e, "Warning "+ReasonInvalidKey) && (!strings.Contains(e, "line 2: ") || !strings.Contains(e, "line 3: a PEM block")) {
+			t.Errorf("warning %q does not name both line 2 and the private key at line 3", e)
+		}
 	}
 
 	for range 3 {

@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -41,10 +42,17 @@ func NewScheme() *runtime.Scheme {
 }
 
 // Secret sweeping: a Secret written for an admission that was then rejected
-// gets orphanGrace to see its VM appear before it is deleted.
+// gets DefaultSweepGrace to see its VM appear before it is deleted; the
+// Sweeper looks every DefaultSweepEvery, so such a Secret goes between 10
+// and 15 minutes after it was written.
 const (
-	orphanGrace = 10 * time.Minute
-	sweepEvery  = 5 * time.Minute
+	// DefaultSweepGrace is far longer than any admission takes (the
+	// webhooks time out after 5 s, the API server's request after 60 s),
+	// so a Secret is never swept while its VM is still being admitted.
+	DefaultSweepGrace = 10 * time.Minute
+	// DefaultSweepEvery is how often the Sweeper lists Virtstation's
+	// Secrets: one list across the cluster per period.
+	DefaultSweepEvery = 5 * time.Minute
 )
 
 // policyEvalTimeout bounds one Rego evaluation, well below the webhook's
@@ -58,6 +66,12 @@ type Options struct {
 	// ClaimGrace is how long a disk claim holds before its VM exists; a
 	// claim by a VM that never appears is released after it.
 	ClaimGrace time.Duration
+	// SweepGrace is how old a per-VM Secret without an owner and without
+	// its VM must be before the Sweeper deletes it; 0 means
+	// DefaultSweepGrace.
+	SweepGrace time.Duration
+	// SweepEvery is the Sweeper's period; 0 means DefaultSweepEvery.
+	SweepEvery time.Duration
 }
 
 // Setup registers the webhooks, their cache indexes and informers, the
@@ -95,7 +109,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	srv.Register(mutate.Path, &webhook.Admission{Handler: mutate.NewHandler(cluster,
 		mutate.WithSecretWriter(mutate.ClientSecretWriter{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}),
 		mutate.WithRequestVerifier(verifier),
-		mutate.WithPolicyRevision(engine.Revision))})
+		mutate.WithPolicyRevision(engine.Revision), mutate.WithDryRunMetrics(mutate.DefaultDryRunMetrics()))})
 	srv.Register(validate.VMPath, &webhook.Admission{Handler: &validate.VMHandler{
 		Engine: engine, Modes: modes, Client: mgr.GetClient(), Verifier: verifier, DryRun: policyMetrics.DryRunViolation,
 		Snapshots: validate.Snapshotter{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), NoDataVolumes: !cdi, Grace: opts.ClaimGrace},
@@ -133,7 +147,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(&mutate.Sweeper{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Suffixes: []string{mutate.UserDataSecretName(""), sshkeys.SecretName("")},
-		Grace:    orphanGrace, Every: sweepEvery,
+		Grace:    cmp.Or(opts.SweepGrace, DefaultSweepGrace), Every: cmp.Or(opts.SweepEvery, DefaultSweepEvery),
 	}); err != nil {
 		return fmt.Errorf("add secret sweeper: %w", err)
 	}

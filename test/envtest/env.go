@@ -31,6 +31,13 @@ const InstallNamespace = "virtstation-system"
 // claimGrace is short in tests so released claims can be observed quickly.
 const claimGrace = 3 * time.Second
 
+// SweepGrace and SweepEvery make the Secret Sweeper observable in tests;
+// the grace still leaves slack for an admission on a loaded machine.
+const (
+	SweepGrace = 5 * time.Second
+	SweepEvery = time.Second
+)
+
 // webhookReadyTimeout bounds the wait for the in-process webhook server and
 // its informers; start-up takes a few seconds on a 2-core machine.
 const webhookReadyTimeout = 60 * time.Second
@@ -111,7 +118,7 @@ func (e *Env) startManager(ctx context.Context) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	mctx, cancel := context.WithCancel(ctx)
-	if err := webhooks.Setup(mctx, mgr, webhooks.Options{Namespace: InstallNamespace, ClaimGrace: claimGrace}); err != nil {
+	if err := webhooks.Setup(mctx, mgr, webhooks.Options{Namespace: InstallNamespace, ClaimGrace: claimGrace, SweepGrace: SweepGrace, SweepEvery: SweepEvery}); err != nil {
 		cancel()
 		return fmt.Errorf("set up webhooks: %w", err)
 	}

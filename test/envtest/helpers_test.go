@@ -173,3 +173,12 @@ func containsAny(list []string, sub string) error {
 	}
 	return fmt.Errorf("no entry containing %q in %q", sub, list)
 }
+
+// withCloudInit gives the VM a cloudInitNoCloud volume "ci" from src.
+func withCloudInit(src kubevirtv1.CloudInitNoCloudSource) vmOption {
+	return func(vm *kubevirtv1.VirtualMachine) {
+		spec := &vm.Spec.Template.Spec
+		spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, kubevirtv1.Disk{Name: "ci", DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}})
+		spec.Volumes = append(spec.Volumes, kubevirtv1.Volume{Name: "ci", VolumeSource: kubevirtv1.VolumeSource{CloudInitNoCloud: &src}})
+	}
+}

@@ -68,7 +68,7 @@ func TestForgedAdmissionReviewsWriteNothing(t *testing.T) {
 	// The forger's view of dev-carol: its name and namespace, a guessed UID
 	// and resourceVersion, and its own user data.
 	forged := func(ns, name string, disks string) *kubevirtv1.VirtualMachine {
-		vm := newVM(ns, name, managed, withAnnotation(api.AnnotationDataDisks, disks), withInlineUserData(forgedRunCmd))
+		vm := newVM(ns, name, managed, withAnnotation(api.AnnotationDataDisks, disks), withUserData(forgedRunCmd))
 		vm.UID, vm.ResourceVersion = "00000000-0000-0000-0000-000000000001", carol.ResourceVersion
 		return vm
 	}
@@ -146,7 +146,7 @@ func TestCreateOfAnExistingNameOverwritesNothing(t *testing.T) {
 	key := client.ObjectKey{Namespace: ns, Name: mutate.UserDataSecretName("dev")}
 	before := readSecret(t, key)
 
-	second := newVM(ns, "dev", managed, withAnnotation(api.AnnotationDataDisks, "home:/home"), withInlineUserData(forgedRunCmd))
+	second := newVM(ns, "dev", managed, withAnnotation(api.AnnotationDataDisks, "home:/home"), withUserData(forgedRunCmd))
 	err := env.Client.Create(ctx, second)
 	if !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create of an existing name = %v, want AlreadyExists", err)
@@ -158,17 +158,6 @@ func TestCreateOfAnExistingNameOverwritesNothing(t *testing.T) {
 
 func withUserDataSecret(name string) vmOption {
 	return withCloudInit(kubevirtv1.CloudInitNoCloudSource{UserDataSecretRef: &corev1.LocalObjectReference{Name: name}})
-}
-
-func withInlineUserData(userData string) vmOption {
-	return withCloudInit(kubevirtv1.CloudInitNoCloudSource{UserData: userData})
-}
-
-func withCloudInit(src kubevirtv1.CloudInitNoCloudSource) vmOption {
-	return func(vm *kubevirtv1.VirtualMachine) {
-		vm.Spec.Template.Spec.Volumes = append(vm.Spec.Template.Spec.Volumes, kubevirtv1.Volume{Name: "ci", VolumeSource: kubevirtv1.VolumeSource{CloudInitNoCloud: &src}})
-		vm.Spec.Template.Spec.Domain.Devices.Disks = append(vm.Spec.Template.Spec.Domain.Devices.Disks, kubevirtv1.Disk{Name: "ci"})
-	}
 }
 
 func readSecret(t *testing.T, key client.ObjectKey) corev1.Secret {
@@ -260,7 +249,7 @@ func TestSecretOfAnotherLiveVMIsNeverOverwritten(t *testing.T) {
 	managedSecret(mutate.UserDataSecretName("dev"), ref("holder", holder.UID))
 	managedSecret(mutate.UserDataSecretName("heir"), ref("heir", "00000000-0000-0000-0000-00000000dead"))
 
-	dev := newVM(ns, "dev", managed, withAnnotation(api.AnnotationDataDisks, "home:/home"), withInlineUserData(forgedRunCmd))
+	dev := newVM(ns, "dev", managed, withAnnotation(api.AnnotationDataDisks, "home:/home"), withUserData(forgedRunCmd))
 	err := env.Client.Create(ctx, dev)
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "belongs to VirtualMachine "+ns+"/holder") {
 		t.Fatalf("create over another live VM's Secret = %v, want denied naming %s/holder", err, ns)
@@ -271,7 +260,7 @@ func TestSecretOfAnotherLiveVMIsNeverOverwritten(t *testing.T) {
 
 	createPVC(t, ns, "heir-home", true)
 	waitCached(t, pvcRef(ns, "heir-home"))
-	heir := newVM(ns, "heir", managed, withAnnotation(api.AnnotationDataDisks, "heir-home:/home"), withInlineUserData(forgedRunCmd))
+	heir := newVM(ns, "heir", managed, withAnnotation(api.AnnotationDataDisks, "heir-home:/home"), withUserData(forgedRunCmd))
 	if err := env.Client.Create(ctx, heir); err != nil {
 		t.Fatalf("create over a dead VM's Secret: %v", err)
 	}

@@ -219,10 +219,40 @@ func TestSSHKeySecrets(t *testing.T) {
 		createKeySecret(t, ns, "team", alice+"\nssh-ed25519 not-a-key carol\n"+bob+"\n")
 		vm := createKeyVM(t, ns, "dev-3")
 		waitForKeys(t, vm, alice, bob)
-		waitForEvent(t, ns, "Secret", "team", sshkeys.ReasonInvalidKey, "data key "+sshkeys.DataKey+" line 2")
+		waitForEvent(t, ns, "Secret", "team", sshkeys.ReasonInvalidKey, "data key "+sshkeys.DataKey+" line 2: ")
 		for _, e := range eventsRegarding(t, ns, "Secret", "team") {
 			if strings.Contains(e.Note, "not-a-key") {
 				t.Errorf("event note %q repeats the line", e.Note)
+			}
+		}
+	})
+
+	// Issue 13, finding 8: the events recorder merges Events of one object
+	// and reason into a series showing one note, so one Event per line
+	// showed only one of the two problems.
+	t.Run("a pasted private key and a bad line both show, with their lines", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t, "sshkeys")
+		alice, bob := newPublicKey(t, "alice"), newPublicKey(t, "bob")
+		lines := []string{
+			alice,                                 // 1
+			"-----BEGIN OPENSSH PRIVATE KEY-----", // 2
+			"b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ", // 3
+			"-----END OPENSSH PRIVATE KEY-----",          // 4
+			"",                                           // 5
+			"# bob",                                      // 6
+			bob,                                          // 7
+			"",                                           // 8
+			"ssh-ed25519 AAAAnot-base64!! carol",         // 9
+		}
+		createKeySecret(t, ns, "pasted", strings.Join(lines, "\n")+"\n")
+		vm := createKeyVM(t, ns, "dev-6")
+		waitForKeys(t, vm, alice, bob)
+		waitForEvent(t, ns, "Secret", "pasted", sshkeys.ReasonInvalidKey,
+			"2 line(s) skipped", "data key "+sshkeys.DataKey+" line 2: a PEM block", "data key "+sshkeys.DataKey+" line 9: ")
+		for _, e := range eventsRegarding(t, ns, "Secret", "pasted") {
+			if strings.Contains(e.Note, "b3BlbnNzaC1rZXkt") || strings.Contains(e.Note, "AAAAnot-base64") {
+				t.Errorf("event note %q repeats a line", e.Note)
 			}
 		}
 	})

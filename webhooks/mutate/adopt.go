@@ -92,7 +92,10 @@ func refersToSecret(vm *kubevirtv1.VirtualMachine, name string) bool {
 // Sweeper deletes the per-VM Secrets left behind by admissions that were
 // admitted by this webhook and then rejected (by a later webhook, or a
 // failed create): Secrets managed by Virtstation, named after a VM, without
-// an owner, older than Grace, whose VM does not exist.
+// an owner, older than Grace, whose VM does not exist. A Secret whose VM
+// exists is left to the Adopter and the SSH-key reconciler, which make the
+// VM its owner. Each deletion is logged. A Secret goes between Grace and
+// Grace+Every after it was written.
 type Sweeper struct {
 	Client    client.Client
 	APIReader client.Reader
@@ -142,6 +145,10 @@ func (s *Sweeper) Sweep(ctx context.Context, now time.Time) error {
 		err = s.Client.Delete(ctx, sec, client.Preconditions{UID: &sec.UID, ResourceVersion: &sec.ResourceVersion})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return fmt.Errorf("delete orphaned secret %s/%s: %w", sec.Namespace, sec.Name, err)
+		}
+		if err == nil {
+			logf.FromContext(ctx).Info("deleted orphaned secret: its VM does not exist (an admission that wrote it was rejected)",
+				"secret", client.ObjectKeyFromObject(sec), "vm", vmName, "age", now.Sub(sec.CreationTimestamp.Time).Round(time.Second))
 		}
 	}
 	return nil

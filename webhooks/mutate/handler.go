@@ -100,6 +100,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		cluster = stashedCluster{Cluster: h.cluster, stash: &h.dryRun, uid: req.UID}
 	}
 	res, err := Mutate(ctx, in, cluster)
+	if resp, ok := dryRunRefusal(err); ok {
+		return resp
+	}
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "mutation failed", "uid", req.UID, "namespace", in.Namespace, "name", in.Name)
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not mutate the VirtualMachine; see the webhook log for request %s", req.UID))

@@ -692,6 +692,30 @@ func stepCases() map[string]stepCase {
 			want:        vmJSON(withRecord(stepAnn(api.AnnotationSSHUser, "alice", api.AnnotationSSHPropagation, api.PropagationQemuGuestAgent), agentRecord), agentSpec),
 			wantSecrets: []SecretWrite{sshKeysWrite("")},
 		},
+		// Issue 13, finding 9: cloud-init ignores a #cloud-config that is
+		// not YAML; the admission says so, with the line.
+		"cloud-init: the user's invalid cloud-config warns with its line": {
+			vm: vmJSON(stepAnn(sshCloudInit...), specParts{
+				disks:   jsonList(virtioDisk("cloudinitdisk", "")),
+				volumes: jsonList(noCloud("cloudinitdisk", jsonObj("userData", "#cloud-config\nruncmd:\n\t- echo hi\n"))),
+			}.String()),
+			objects:      addKeys,
+			wantWarnings: []string{"virtstation: spec.template.spec.volumes[1].cloudInitNoCloud.userData: your #cloud-config is not valid cloud-config YAML: line 3: "},
+		},
+		"cloud-init: the user's invalid cloud-config warns when Virtstation has no part": {
+			vm: vmJSON(stepAnn(), specParts{
+				disks:   jsonList(virtioDisk("cloudinitdisk", "")),
+				volumes: jsonList(noCloud("cloudinitdisk", jsonObj("userDataBase64", "I2Nsb3VkLWNvbmZpZwotIGEgbGlzdAo="))),
+			}.String()),
+			wantWarnings: []string{"spec.template.spec.volumes[1].cloudInitNoCloud.userDataBase64: your #cloud-config is not valid cloud-config YAML: the top level is a list"},
+		},
+		"cloud-init: a valid cloud-config does not warn": {
+			vm: vmJSON(stepAnn(sshCloudInit...), specParts{
+				disks:   jsonList(virtioDisk("cloudinitdisk", "")),
+				volumes: jsonList(noCloud("cloudinitdisk", jsonObj("userData", "#cloud-config\nruncmd:\n  - echo hi\n"))),
+			}.String()),
+			objects: addKeys,
+		},
 		"ssh: cloudInit without keys warns": {
 			vm:           vmJSON(stepAnn(sshCloudInit...), base),
 			want:         vmJSON(withRecord(stepAnn(sshCloudInit...), Injected{SSHKeys: &InjectedSSHKeys{User: "alice", Propagation: api.PropagationCloudInit}}), base),

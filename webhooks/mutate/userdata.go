@@ -75,10 +75,12 @@ func mergeCloudInit(m *mutation) error {
 		src = map[string]any{}
 		vol[kind] = src
 	}
-	user, userSecret, base64Form, ok, err := m.userData(src, prev, field.NewPath("spec", "template", "spec", "volumes").Index(idx).Child(kind))
+	fld := field.NewPath("spec", "template", "spec", "volumes").Index(idx).Child(kind)
+	user, userSecret, base64Form, ok, err := m.userData(src, prev, fld)
 	if err != nil || !ok {
 		return err
 	}
+	m.checkCloudConfig(user, src, fld, userSecret)
 	merged := cloudinit.Merge(user, rendered)
 	if len(merged) > api.MaxUserDataBytes {
 		m.deny(field.ErrorList{field.TooLong(field.NewPath("spec", "template", "spec", "volumes").Index(idx).Child(kind), "", api.MaxUserDataBytes)}, "cloud-init",
@@ -116,7 +118,15 @@ func mergeCloudInit(m *mutation) error {
 // unmergeCloudInit restores the user's own user-data when Virtstation has
 // nothing left to say, and drops the volume it added.
 func (m *mutation) unmergeCloudInit(volumes []any, idx int, kind string, prev *InjectedCloudInit) error {
-	if idx < 0 || prev == nil {
+	if idx < 0 {
+		return nil
+	}
+	fld := field.NewPath("spec", "template", "spec", "volumes").Index(idx).Child(kind)
+	if prev == nil {
+		// Nothing of ours to take out: the user-data stays as it is, and
+		// only inline user-data is checked (no Secret read for a warning).
+		src, _ := volumes[idx].(map[string]any)[kind].(map[string]any)
+		m.checkInlineCloudConfig(src, fld)
 		return nil
 	}
 	vol := volumes[idx].(map[string]any)
@@ -142,10 +152,11 @@ func (m *mutation) unmergeCloudInit(volumes []any, idx int, kind string, prev *I
 		return setList(m.obj, keep, pathVolumes)
 	}
 	src, _ := vol[kind].(map[string]any)
-	user, userSecret, base64Form, ok, err := m.userData(src, prev, field.NewPath("spec", "template", "spec", "volumes").Index(idx).Child(kind))
+	user, userSecret, base64Form, ok, err := m.userData(src, prev, fld)
 	if err != nil || !ok {
 		return err
 	}
+	m.checkCloudConfig(user, src, fld, userSecret)
 	delete(src, "userData")
 	delete(src, "userDataBase64")
 	delete(src, "secretRef")
@@ -199,6 +210,48 @@ func (m *mutation) userData(src map[string]any, prev *InjectedCloudInit, fld *fi
 	}
 	user, ok = m.split([]byte(str(src["userData"])), fld.Child("userData"))
 	return user, "", false, ok, nil
+}
+
+// checkCloudConfig warns when the user's own user-data, read from the
+// cloud-init source src at fld, is a #cloud-config that cloud-init will
+// ignore (cloudinit.CheckCloudConfig). The admission does not refuse it,
+// as KubeVirt does not, but nothing else would tell the user before the VM
+// boots without it. userSecret names the user's Secret when the data came
+// from one. Call it before src is rewritten.
+func (m *mutation) checkCloudConfig(user []byte, src map[string]any, fld *field.Path, userSecret string) {
+	err := cloudinit.CheckCloudConfig(user)
+	if err == nil {
+		return
+	}
+	var where string
+	switch ref, _ := src["secretRef"].(map[string]any); {
+	case userSecret != "":
+		where = fmt.Sprintf("%s (Secret %s)", fld.Child("secretRef", "name"), userSecret)
+	case ref != nil:
+		where = fmt.Sprintf("%s (your user-data, kept in Secret %s)", fld, str(ref["name"]))
+	case str(src["userDataBase64"]) != "":
+		where = fld.Child("userDataBase64").String()
+	default:
+		where = fld.Child("userData").String()
+	}
+	m.warnings = append(m.warnings, fmt.Sprintf(
+		"virtstation: %s: your #cloud-config is not valid cloud-config YAML: %v; the VM's cloud-init will likely ignore all of it (Virtstation's own part still applies); fix it and apply again", where, err))
+}
+
+// checkInlineCloudConfig runs checkCloudConfig on inline user-data
+// (userData, or userDataBase64 that decodes); a Secret is not read for it.
+func (m *mutation) checkInlineCloudConfig(src map[string]any, fld *field.Path) {
+	user := []byte(str(src["userData"]))
+	if s := str(src["userDataBase64"]); s != "" {
+		raw, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return
+		}
+		user = raw
+	}
+	if _, ok := src["secretRef"]; !ok && len(user) > 0 {
+		m.checkCloudConfig(user, src, fld, "")
+	}
 }
 
 // split recovers the user's own user-data from data that may hold an
