@@ -125,6 +125,43 @@ func TestClientCertificates(t *testing.T) {
 	}
 }
 
+// TestReadinessWithClientCA: the webhook-server readiness check (which
+// dials without a client certificate) still passes when client
+// certificates are required, or no replica would ever become ready.
+func TestReadinessWithClientCA(t *testing.T) {
+	dir := t.TempDir()
+	writeCert(t, dir, 1)
+	caFile := filepath.Join(dir, "client-ca.crt")
+	writeFile(t, caFile, newTestCA(t, "ca").pem)
+	ca, err := LoadClientCA(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	srv := NewServer(ServerOptions{Host: "127.0.0.1", Port: port, CertDir: dir, ClientCA: ca})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("webhook server: %v", err)
+		}
+	})
+	check := srv.StartedChecker()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := check(nil)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readiness: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestClientCAReload: a CA file replaced in place (a rotated Secret) is
 // used for new connections without a restart; a broken file keeps the last
 // good CA.
