@@ -22,9 +22,17 @@ func renderClientCAOverlay(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
 	root := repoRoot(t)
 	dir := t.TempDir()
+	// kustomize takes only relative paths to other kustomizations.
+	rel := func(elem ...string) string {
+		p, err := filepath.Rel(dir, filepath.Join(append([]string{root}, elem...)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 	overlay := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n" +
-		"resources:\n  - " + filepath.Join(root, "config", "default") + "\n" +
-		"components:\n  - " + filepath.Join(root, "config", "components", "webhook-client-ca") + "\n"
+		"resources:\n  - " + rel("config", "default") + "\n" +
+		"components:\n  - " + rel("config", "components", "webhook-client-ca") + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o600); err != nil {
 		t.Fatal(err)
 	}
