@@ -59,8 +59,10 @@ func main() {
 			os.Exit(1)
 		}
 		serverOpts.ClientCA = ca
-		if clientNames != "" {
-			serverOpts.ClientNames = strings.Split(clientNames, ",")
+		for _, n := range strings.Split(clientNames, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				serverOpts.ClientNames = append(serverOpts.ClientNames, n)
+			}
 		}
 	} else if clientNames != "" {
 		log.Error(nil, "--client-allowed-names needs --client-ca-file")
