@@ -43,14 +43,14 @@ func TestNotAnAdmissionReview(t *testing.T) {
 	for _, path := range webhookPaths {
 		for name, tc := range cases {
 			t.Run(path+"/"+name, func(t *testing.T) {
-				status, body := postReview(t, path, tc.body)
+				status, body := postBody(t, path, tc.body)
 				if status != http.StatusBadRequest || !strings.Contains(body, tc.want) {
 					t.Errorf("HTTP %d %q, want 400 with %q", status, body, tc.want)
 				}
 			})
 		}
 		t.Run(path+"/real review", func(t *testing.T) {
-			status, body := postReview(t, path, configMapReview)
+			status, body := postBody(t, path, configMapReview)
 			if status != http.StatusOK {
 				t.Fatalf("HTTP %d %q, want 200", status, body)
 			}
@@ -75,9 +75,9 @@ const configMapReview = `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionRe
  "userInfo":{"username":"alice"},
  "object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"protocol-test","namespace":"default"}}}}`
 
-// postReview POSTs body to path on the webhook server and returns the
+// postBody POSTs body to path on the webhook server and returns the
 // status and the body of the answer.
-func postReview(t *testing.T, path, body string) (int, string) {
+func postBody(t *testing.T, path, body string) (int, string) {
 	t.Helper()
 	url, caBundle := env.WebhookURL(path)
 	roots := x509.NewCertPool()
