@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/virtstation/virtstation/claims"
 	"github.com/virtstation/virtstation/sshkeys"
@@ -106,16 +107,20 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	verifier := provenance.Verifier{Reader: mgr.GetAPIReader()}
 	srv := mgr.GetWebhookServer()
-	srv.Register(mutate.Path, &webhook.Admission{Handler: mutate.NewHandler(cluster,
+	// Every path answers only AdmissionReviews: anything else is a 400.
+	register := func(path string, h admission.Handler) {
+		srv.Register(path, RequireAdmissionReview(&webhook.Admission{Handler: h}))
+	}
+	register(mutate.Path, mutate.NewHandler(cluster,
 		mutate.WithSecretWriter(mutate.ClientSecretWriter{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}),
 		mutate.WithRequestVerifier(verifier),
-		mutate.WithPolicyRevision(engine.Revision), mutate.WithDryRunMetrics(mutate.DefaultDryRunMetrics()))})
-	srv.Register(validate.VMPath, &webhook.Admission{Handler: &validate.VMHandler{
+		mutate.WithPolicyRevision(engine.Revision), mutate.WithDryRunMetrics(mutate.DefaultDryRunMetrics())))
+	register(validate.VMPath, &validate.VMHandler{
 		Engine: engine, Modes: modes, Client: mgr.GetClient(), Verifier: verifier, DryRun: policyMetrics.DryRunViolation,
 		Snapshots: validate.Snapshotter{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), NoDataVolumes: !cdi, Grace: opts.ClaimGrace},
-	}})
-	srv.Register(validate.ConfigMapPath, &webhook.Admission{Handler: &validate.ConfigMapValidator{Namespace: opts.Namespace, Reader: mgr.GetAPIReader()}})
-	srv.Register(claims.DeletionGuardPath, &webhook.Admission{Handler: &claims.DeletionGuard{Reader: mgr.GetAPIReader(), Grace: opts.ClaimGrace}})
+	})
+	register(validate.ConfigMapPath, &validate.ConfigMapValidator{Namespace: opts.Namespace, Reader: mgr.GetAPIReader()})
+	register(claims.DeletionGuardPath, &claims.DeletionGuard{Reader: mgr.GetAPIReader(), Grace: opts.ClaimGrace})
 
 	recorder := mgr.GetEventRecorder("virtstation-webhook")
 	reporter := &mutate.Reporter{Reader: mgr.GetCache(), Recorder: recorder}

@@ -5,6 +5,7 @@ package main
 import (
 	"flag"
 	"os"
+	"strings"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,6 +27,8 @@ func main() {
 		namespace   string
 		claimGrace  time.Duration
 		certOpts    webhooks.CertOptions
+		clientCA    string
+		clientNames string
 	)
 	flag.IntVar(&port, "webhook-port", 9443, "port the webhook server listens on")
 	flag.StringVar(&certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with tls.crt and tls.key; reloaded when they change")
@@ -40,11 +43,31 @@ func main() {
 	flag.StringVar(&certOpts.ServiceName, "webhook-service", certs.DefaultServiceName, "with --cert-mode=self: the webhook Service in --namespace; the serving certificate is valid for its DNS names")
 	flag.StringVar(&certOpts.MutatingConfig, "mutating-config", webhooks.DefaultMutatingConfig, "with --cert-mode=self: MutatingWebhookConfiguration whose caBundle is kept in sync")
 	flag.StringVar(&certOpts.ValidatingConfig, "validating-config", webhooks.DefaultValidatingConfig, "with --cert-mode=self: ValidatingWebhookConfiguration whose caBundle is kept in sync")
+	flag.StringVar(&clientCA, "client-ca-file", "", "PEM file of the CA that signs the API server's webhook client certificate; when set, callers without a certificate from it are refused in the TLS handshake (re-read when it changes)")
+	flag.StringVar(&clientNames, "client-allowed-names", "", "with --client-ca-file: comma-separated names the client certificate must carry as its common name or a DNS name (default: any certificate from the CA)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
+
+	serverOpts := webhooks.ServerOptions{Port: port, CertDir: certDir}
+	if clientCA != "" {
+		ca, err := webhooks.LoadClientCA(clientCA)
+		if err != nil {
+			log.Error(err, "load --client-ca-file")
+			os.Exit(1)
+		}
+		serverOpts.ClientCA = ca
+		for _, n := range strings.Split(clientNames, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				serverOpts.ClientNames = append(serverOpts.ClientNames, n)
+			}
+		}
+	} else if clientNames != "" {
+		log.Error(nil, "--client-allowed-names needs --client-ca-file")
+		os.Exit(1)
+	}
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  webhooks.NewScheme(),
@@ -54,7 +77,7 @@ func main() {
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "virtstation-webhook",
 		LeaderElectionNamespace: leaderNS,
-		WebhookServer:           webhooks.NewServer(webhooks.ServerOptions{Port: port, CertDir: certDir}),
+		WebhookServer:           webhooks.NewServer(serverOpts),
 	})
 	if err != nil {
 		log.Error(err, "create manager")
@@ -74,7 +97,7 @@ func main() {
 		log.Error(err, "set up certificates")
 		os.Exit(1)
 	}
-	log.Info("starting", "webhookPort", port, "certDir", certDir)
+	log.Info("starting", "webhookPort", port, "certDir", certDir, "clientCAFile", clientCA, "clientAllowedNames", serverOpts.ClientNames)
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "manager stopped")
 		os.Exit(1)

@@ -174,6 +174,8 @@ func TestServerSideDryRun(t *testing.T) {
 				"webhook.priorityClassName=system-cluster-critical",
 				"webhook.extraArgs={--zap-devel=false}",
 				"image.pullSecrets={regcred}",
+				"webhook.clientCA.enabled=true", "webhook.clientCA.secretName=webhook-client-ca",
+				"webhook.clientCA.allowedNames={kube-apiserver-webhook-client}",
 			)
 		},
 		"chart without cert-manager, bridge TLS from a Secret": func(t *testing.T) []*unstructured.Unstructured {
@@ -182,7 +184,8 @@ func TestServerSideDryRun(t *testing.T) {
 		"chart without the bridge or the example role": func(t *testing.T) []*unstructured.Unstructured {
 			return renderChart(t, "bridge.enabled=false", "workstationUserRole.create=false", "networkPolicy.enabled=true")
 		},
-		"kustomize config/default": func(t *testing.T) []*unstructured.Unstructured { return renderKustomize(t, "config/default") },
+		"kustomize config/default":                    func(t *testing.T) []*unstructured.Unstructured { return renderKustomize(t, "config/default") },
+		"kustomize config/default, webhook-client-ca": renderClientCAOverlay,
 	}
 	a := newApplier(t)
 	for name, render := range cases {

@@ -157,9 +157,11 @@ func TestDeploymentArgsAreFlags(t *testing.T) {
 		}
 	}
 	renderings := map[string][]*unstructured.Unstructured{
-		"chart":                           renderChart(t),
-		"chart certManager.enabled=false": renderChart(t, certManagerOff, "bridge.allowedOrigins={https://a.example}", "bridge.tls.existingSecret=x"),
-		"config/default":                  renderKustomize(t, "config/default"),
+		"chart":                            renderChart(t),
+		"chart certManager.enabled=false":  renderChart(t, certManagerOff, "bridge.allowedOrigins={https://a.example}", "bridge.tls.existingSecret=x"),
+		"config/default":                   renderKustomize(t, "config/default"),
+		"chart webhook.clientCA":           renderChart(t, append(clientCAValues, "webhook.clientCA.allowedNames={a}")...),
+		"config/default webhook-client-ca": renderClientCAOverlay(t),
 	}
 	for rname, objs := range renderings {
 		for _, u := range ofKind(objs, "Deployment") {

@@ -56,6 +56,9 @@ type Env struct {
 	// FrontProxy is the aggregation layer's PKI: aggregated APIs such as
 	// the stand-in virt-api can be registered (RegisterSubresourceAPI).
 	FrontProxy *FrontProxy
+	// WebhookClient is the PKI of the API server's client certificate
+	// towards the webhooks when started WithWebhookClientCerts, else nil.
+	WebhookClient *WebhookClientPKI
 
 	env    *crenvtest.Environment
 	tmpDir string
@@ -65,7 +68,11 @@ type Env struct {
 
 // Start brings up kube-apiserver and etcd, installs the CRDs and webhook
 // configurations, and starts the webhook manager. Call Stop when done.
-func Start(ctx context.Context) (*Env, error) {
+func Start(ctx context.Context, opts ...StartOption) (*Env, error) {
+	var o startOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
@@ -89,6 +96,11 @@ func Start(ctx context.Context) (*Env, error) {
 	if e.FrontProxy, err = ConfigureAggregation(te, e.tmpDir); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(e.tmpDir))
 	}
+	if o.webhookClientCerts {
+		if e.WebhookClient, err = configureWebhookClientCerts(te, e.tmpDir); err != nil {
+			return nil, errors.Join(err, os.RemoveAll(e.tmpDir))
+		}
+	}
 	cfg, err := te.Start()
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("start control plane: %w", err), os.RemoveAll(e.tmpDir))
@@ -105,14 +117,18 @@ func Start(ctx context.Context) (*Env, error) {
 
 func (e *Env) startManager(ctx context.Context) error {
 	wio := &e.env.WebhookInstallOptions
+	serverOpts := webhooks.ServerOptions{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir}
+	if e.WebhookClient != nil {
+		if err := e.WebhookClient.serverOptions(&serverOpts); err != nil {
+			return err
+		}
+	}
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme:                 webhooks.NewScheme(),
 		Cache:                  webhooks.CacheOptions(InstallNamespace),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		WebhookServer: webhooks.NewServer(webhooks.ServerOptions{
-			Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
-		}),
+		WebhookServer:          webhooks.NewServer(serverOpts),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
