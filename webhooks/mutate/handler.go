@@ -83,6 +83,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
+	if req.Kind.Group != kubevirtv1.GroupVersion.Group || req.Kind.Kind != kubevirtv1.VirtualMachineGroupVersionKind.Kind {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("this webhook mutates kubevirt.io VirtualMachines, not %s", req.Kind.String()))
+	}
 	in, err := decodeInput(req)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)

@@ -74,6 +74,14 @@ func TestHandlerHandle(t *testing.T) {
 		wantCauses   []string
 		wantWarnings []string
 	}{
+		"a request for another kind is a 400": {
+			req: func() admission.Request {
+				r := vmRequest(admissionv1.Create, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"web","namespace":"ns"}}`, "")
+				r.Kind = metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+				return r
+			}(),
+			wantCode: http.StatusBadRequest, wantMessage: "not /v1, Kind=ConfigMap", wantNoPatch: true,
+		},
 		"create pins the derived MAC": {
 			req:         vmRequest(admissionv1.Create, vmJSON(nil, podSpec(masquerade(""))), ""),
 			wantAllowed: true,
