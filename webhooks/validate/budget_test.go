@@ -260,3 +260,27 @@ func TestVMHandlerDeadline(t *testing.T) {
 		t.Errorf("deadline metric = %v, want 1", v)
 	}
 }
+
+// FuzzParseSample: parsing a sample never panics, and what parses is an
+// input the shipped set evaluates.
+func FuzzParseSample(f *testing.F) {
+	for _, n := range []string{"create-workstation", "update-workstation", "create-plain", "create-denied"} {
+		b, err := samplesFS.ReadFile("samples/" + n + ".json")
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"operation": "UPDATE", "object": {"metadata": {}}, "oldObject": null, "disks": {"d": {}}}`))
+	e := mustShippedEngine(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := parseSample("fuzz", b)
+		if err != nil {
+			return
+		}
+		var de *DeadlineError
+		if _, err := e.Evaluate(context.Background(), s.Input); errors.As(err, &de) {
+			t.Fatalf("the shipped set ran past its deadline on %q: %v", b, err)
+		}
+	})
+}
