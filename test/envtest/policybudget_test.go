@@ -40,6 +40,7 @@ func TestSlowPolicyRefusedAtApply(t *testing.T) {
 		_ = env.Client.Delete(context.Background(), cm)
 		t.Fatal("slow policy admitted")
 	}
+	t.Logf("refusal after %s: %v", took, err)
 	if apierrors.IsInternalError(err) || apierrors.IsTimeout(err) {
 		t.Fatalf("refusal is a 500 or timeout: %v", err)
 	}
@@ -83,6 +84,7 @@ func TestSlowPolicyDeniesAtRunTime(t *testing.T) {
 		denial = err
 		return nil
 	})
+	t.Logf("denial: %v", denial)
 	if apierrors.IsInternalError(denial) || apierrors.IsTimeout(denial) {
 		t.Fatalf("denial is a 500 or timeout: %v", denial)
 	}
