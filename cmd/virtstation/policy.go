@@ -43,7 +43,11 @@ func runPolicy(ctx context.Context, args []string, s streams) int {
 		fmt.Fprintf(s.err, "policy test: %v\n", err)
 		return exitFailure
 	}
-	fmt.Fprintf(s.out, "policy test: %d modules, all tests passed\n", len(modules))
+	if err := validate.CheckBudget(ctx, modules, validate.PolicyBudget); err != nil {
+		fmt.Fprintf(s.err, "policy test: %v (the webhook refuses such a policy ConfigMap; fix: make the module faster)\n", err)
+		return exitFailure
+	}
+	fmt.Fprintf(s.out, "policy test: %d modules, all tests passed, each sample input evaluated within %s\n", len(modules), validate.PolicyBudget)
 	return exitOK
 }
 

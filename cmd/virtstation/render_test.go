@@ -91,6 +91,7 @@ func TestPolicyTest(t *testing.T) {
 		"operator policies pass":    {args: []string{"policy", "test", "policies-ok"}, wantCode: exitOK, want: "all tests passed"},
 		"operator test fails":       {args: []string{"policy", "test", "policies-failing"}, wantCode: exitFailure, want: "test_four_disks_denied"},
 		"no rego in directory":      {args: []string{"policy", "test", "."}, wantCode: exitBadInput, want: "no *.rego files"},
+		"operator policy too slow":  {args: []string{"policy", "test", "policies-slow"}, wantCode: exitFailure, want: "took longer than the 100ms budget, most of it in slow.rego"},
 		"unknown policy subcommand": {args: []string{"policy", "lint"}, wantCode: exitBadInput, want: "usage"},
 	}
 	for name, tc := range cases {

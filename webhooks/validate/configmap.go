@@ -27,8 +27,15 @@ import (
 const ConfigMapPath = "/validate-v1-configmap-policy"
 
 // configMapCheckTimeout bounds compiling and testing a policy set at apply
-// time; it must stay below the webhook's timeoutSeconds (10).
-const configMapCheckTimeout = 8 * time.Second
+// time; with budgetCheckTimeout it must stay below the webhook's
+// timeoutSeconds (10), leaving the round trip a couple of seconds.
+const configMapCheckTimeout = 7 * time.Second
+
+// budgetCheckTimeout bounds timing the policy set on the sample inputs. By
+// construction that takes at most one PolicyBudget per sample, one more for
+// the retry and one attributionTimeout (0.7 s with four samples); this is
+// the backstop.
+const budgetCheckTimeout = time.Second
 
 // The objectSelector sends only ConfigMaps that carry the
 // virtstation.io/policy label (any value) here: the policy ConfigMaps
@@ -43,7 +50,9 @@ const configMapCheckTimeout = 8 * time.Second
 // Namespace. It rejects, at apply time, operator Rego that does not parse or
 // compile, uses a disallowed built-in, or whose tests (or the shipped tests)
 // fail with it, naming the key and quoting the compiler's file:line message;
-// and enforcement modes that do not parse. Safe for concurrent use.
+// Rego whose evaluation on one of the sample inputs (see Samples) takes
+// longer than PolicyBudget, naming the key the time went to; and
+// enforcement modes that do not parse. Safe for concurrent use.
 type ConfigMapValidator struct {
 	// Namespace is the install namespace; ConfigMaps elsewhere are admitted
 	// with a warning that Virtstation ignores them.
@@ -150,22 +159,30 @@ func (v *ConfigMapValidator) validatePolicy(ctx context.Context, cm *corev1.Conf
 	operator, owners := OperatorModules(cms)
 	modules := Merge(ShippedModules(), operator)
 
-	ctx, cancel := context.WithTimeout(ctx, configMapCheckTimeout)
-	defer cancel()
-	_, err := Compile(modules)
+	compiler, err := Compile(modules)
 	if err == nil {
-		err = RunTests(ctx, modules)
+		err = withTimeout(ctx, configMapCheckTimeout, "the policy tests", "the tests", func(ctx context.Context) error {
+			return RunTests(ctx, modules)
+		})
 	}
 	if err == nil {
+		err = withTimeout(ctx, budgetCheckTimeout, "timing the policies on the sample inputs", "the policies", func(ctx context.Context) error {
+			return checkBudget(ctx, compiler, modules, Samples(), PolicyBudget)
+		})
+	}
+	var (
+		be *BudgetError
+		st *stepTimeout
+		pe *PolicyError
+	)
+	switch {
+	case err == nil:
 		return errs, warnings, nil
-	}
-	var pe *PolicyError
-	if !errors.As(err, &pe) {
-		if ctx.Err() != nil {
-			errs = append(errs, field.Invalid(data, field.OmitValueType{}, fmt.Sprintf(
-				"the policy tests did not finish within %s (fix: make the tests faster)", configMapCheckTimeout)))
-			return errs, warnings, nil
-		}
+	case errors.As(err, &be):
+		return append(errs, budgetFieldError(be, cm.Name, owners)), warnings, nil
+	case errors.As(err, &st):
+		return append(errs, field.Invalid(data, field.OmitValueType{}, st.Error())), warnings, nil
+	case !errors.As(err, &pe):
 		return nil, nil, err
 	}
 	for _, p := range pe.Problems {
@@ -180,4 +197,58 @@ func (v *ConfigMapValidator) validatePolicy(ctx context.Context, cm *corev1.Conf
 		errs = append(errs, field.Invalid(fld, field.OmitValueType{}, p.String()))
 	}
 	return errs, warnings, nil
+}
+
+// stepTimeout is a check that ran out of time.
+type stepTimeout struct {
+	what, faster string
+	limit        time.Duration
+}
+
+func (e *stepTimeout) Error() string {
+	return fmt.Sprintf("%s did not finish within %s (fix: make %s faster)", e.what, e.limit, e.faster)
+}
+
+// withTimeout runs check under a timeout; when that runs out and check
+// returns neither a *PolicyError nor a *BudgetError, the error is a
+// *stepTimeout saying what did not finish (and what to make faster).
+func withTimeout(ctx context.Context, limit time.Duration, what, faster string, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	err := check(ctx)
+	var (
+		pe *PolicyError
+		be *BudgetError
+	)
+	if err != nil && ctx.Err() != nil && !errors.As(err, &pe) && !errors.As(err, &be) {
+		return &stepTimeout{what: what, faster: faster, limit: limit}
+	}
+	return err
+}
+
+// budgetFieldError is the denial of a policy set that ran over the budget:
+// on data[module] when the module is cm's, naming the module, the sample,
+// the budget and the fix.
+func budgetFieldError(be *BudgetError, cm string, owners map[string][]string) *field.Error {
+	fld := field.NewPath("data")
+	where := "the policy set"
+	if be.Module != "" {
+		where = "module " + be.Module
+		if be.Line > 0 {
+			where += fmt.Sprintf(" (most of the time at line %d)", be.Line)
+		}
+		switch o := owners[be.Module]; {
+		case len(o) > 0 && o[len(o)-1] == cm:
+			fld = fld.Key(be.Module)
+		case len(o) > 0:
+			where += " in ConfigMap " + o[len(o)-1]
+		default:
+			where += " (shipped, slow with this ConfigMap's modules)"
+		}
+	}
+	return field.Invalid(fld, field.OmitValueType{}, fmt.Sprintf(
+		"%s: evaluating the policies on the sample input %s (%s) took longer than the %s budget "+
+			"(rule: policy-budget; fix: make %s faster, for example iterate over the VM's own disks or annotations instead of numbers.range or large comprehensions; "+
+			"every admission's evaluation is cut off at its deadline and the VM denied)",
+		where, be.Sample, be.Description, be.Budget, orDefault(be.Module, "the operator modules")))
 }

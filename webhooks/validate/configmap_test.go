@@ -81,6 +81,19 @@ func TestConfigMapValidator(t *testing.T) {
 			cm:   policyConfigMap("p", map[string]string{"mount_path.rego": "package virtstation.rules.mount_path\n\ndeny contains 1 if false\n"}),
 			want: []string{"mount_path_test.rego:", "failing with this ConfigMap's modules", "cause data: "},
 		},
+		"slow policy": {
+			cm: policyConfigMap("p", map[string]string{"ok.rego": "package virtstation.rules.ok\n", "slow.rego": slowSource}),
+			want: []string{"data[slow.rego]: Invalid value: module slow.rego (most of the time at line", "the 100ms budget",
+				"sample input create-", "rule: policy-budget; fix: make slow.rego faster"},
+		},
+		"slow helper in a shipped-looking package": {
+			cm:   policyConfigMap("p", sources(slowHelperModules)),
+			want: []string{"data[expensive.rego]: Invalid value: module expensive.rego", "the 100ms budget"},
+		},
+		"fails to evaluate on a sample": {
+			cm:   policyConfigMap("p", map[string]string{"conflict.rego": "package virtstation.rules.conflict\n\nx := 1\n\nx := 2 if input.operation\n\ndeny contains \"no\" if x == 3\n"}),
+			want: []string{"data[conflict.rego]: Invalid value: conflict.rego:", "eval_conflict_error", "on the sample input"},
+		},
 		"no rego keys": {
 			cm:       policyConfigMap("p", map[string]string{"notes": "x"}),
 			allowed:  true,

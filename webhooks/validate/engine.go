@@ -18,6 +18,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/tester"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/virtstation/virtstation/policies"
 )
@@ -64,6 +65,9 @@ type Module struct {
 	Name string
 	// Source is the Rego text.
 	Source string
+	// ConfigMap is the policy ConfigMap the module came from; zero for a
+	// shipped module. It does not count towards the Revision.
+	ConfigMap types.NamespacedName
 }
 
 // ShippedModules returns the policies embedded from policies/, tests
@@ -339,6 +343,24 @@ type policySet struct {
 	revision string
 	// reads is what the set reads of input; nil means all of it.
 	reads *inputShape
+	// modules are the set's modules by name, tests left out: where an
+	// evaluation that ran past its deadline may have spent its time.
+	modules map[string]Module
+}
+
+// newPolicySet prepares the query on the compiled modules.
+func newPolicySet(ctx context.Context, compiler *ast.Compiler, modules []Module) (*policySet, error) {
+	q, err := rego.New(rego.Query(query), rego.Compiler(compiler)).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("prepare policy query: %w", err)
+	}
+	set := &policySet{query: q, revision: Revision(modules), reads: readInput(compiler), modules: map[string]Module{}}
+	for _, m := range modules {
+		if !strings.HasSuffix(m.Name, "_test.rego") {
+			set.modules[m.Name] = m
+		}
+	}
+	return set, nil
 }
 
 // NewEngine returns an engine with no policy set (not Ready) whose
@@ -371,17 +393,15 @@ func (e *Engine) Load(ctx context.Context, modules []Module) (string, error) {
 	if err := RunTests(ctx, modules); err != nil {
 		return "", err
 	}
-	q, err := rego.New(rego.Query(query), rego.Compiler(compiler)).PrepareForEval(ctx)
+	set, err := newPolicySet(ctx, compiler, modules)
 	if err != nil {
-		return "", fmt.Errorf("prepare policy query: %w", err)
+		return "", err
 	}
-	rev := Revision(modules)
-	set := &policySet{query: q, revision: rev}
-	if !e.noPrune {
-		set.reads = readInput(compiler)
+	if e.noPrune {
+		set.reads = nil
 	}
 	e.active.Store(set)
-	return rev, nil
+	return set.revision, nil
 }
 
 // Ready reports whether a policy set is active.
@@ -430,18 +450,22 @@ func (e *Engine) EvaluateRequest(ctx context.Context, r Request, disks map[strin
 }
 
 // evaluate runs the set's prepared query on the part of input it reads.
+// An evaluation cut off at timeout (and not by ctx) is a *DeadlineError.
 func (set *policySet) evaluate(ctx context.Context, timeout time.Duration, input map[string]any) (Decision, error) {
 	value, err := ast.InterfaceToValue(set.reads.prune(input))
 	if err != nil {
 		return Decision{}, fmt.Errorf("convert policy input: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ectx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// No metrics: nothing reads them, and recording them costs time.
-	rs, err := set.query.Eval(ctx, rego.EvalParsedInput(value), rego.EvalMetrics(metrics.NoOp()))
+	rs, err := set.query.Eval(ectx, rego.EvalParsedInput(value), rego.EvalMetrics(metrics.NoOp()))
 	if err != nil {
-		if ctx.Err() != nil {
-			return Decision{}, fmt.Errorf("evaluate policies %s: %w (%w)", set.revision, ctx.Err(), err)
+		if errors.Is(ectx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			return Decision{}, set.deadlineError(ctx, value, timeout, ectx.Err())
+		}
+		if ectx.Err() != nil {
+			return Decision{}, fmt.Errorf("evaluate policies %s: %w (%w)", set.revision, ectx.Err(), err)
 		}
 		return Decision{}, fmt.Errorf("evaluate policies %s: %w", set.revision, err)
 	}

@@ -13,6 +13,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -54,6 +55,12 @@ type VMHandler struct {
 	Verifier provenance.Checker
 	// DryRun is told about each violation of a rule in dryrun mode.
 	DryRun func(Violation)
+	// Recorder reports evaluations that ran past their deadline, on the
+	// policy ConfigMap of the module responsible (or the VM); nil reports
+	// none.
+	Recorder events.EventRecorder
+	// Metrics counts those evaluations; nil means DefaultMetrics().
+	Metrics *Metrics
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -100,6 +107,10 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 		var bad *badInputError
 		if errors.As(err, &bad) {
 			return admission.Errored(http.StatusBadRequest, err)
+		}
+		var late *DeadlineError
+		if errors.As(err, &late) {
+			return h.deadlineDenied(ctx, req, self, late)
 		}
 		if err != nil {
 			log.Error(err, "evaluate policies")

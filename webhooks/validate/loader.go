@@ -293,10 +293,15 @@ func (l *PolicyLoader) event(cm *corev1.ConfigMap, eventType, reason, note strin
 	if l.Recorder == nil {
 		return
 	}
+	l.Recorder.Eventf(cm, nil, eventType, reason, "LoadPolicy", "%s", truncateNote(note))
+}
+
+// truncateNote cuts note to the longest an Event may carry.
+func truncateNote(note string) string {
 	if len(note) > maxEventNote {
 		note = strings.ToValidUTF8(note[:maxEventNote-len("…")], "") + "…"
 	}
-	l.Recorder.Eventf(cm, nil, eventType, reason, "LoadPolicy", "%s", note)
+	return note
 }
 
 // failedConfigMaps names the ConfigMaps whose modules the error is in.
@@ -338,7 +343,7 @@ func OperatorModules(cms []corev1.ConfigMap) (modules []Module, owners map[strin
 			if !strings.HasSuffix(k, ".rego") {
 				continue
 			}
-			m := Module{Name: k, Source: cm.Data[k]}
+			m := Module{Name: k, Source: cm.Data[k], ConfigMap: client.ObjectKeyFromObject(&cm)}
 			if i, ok := index[k]; ok {
 				modules[i] = m
 			} else {

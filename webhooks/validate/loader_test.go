@@ -345,7 +345,7 @@ func TestOperatorModules(t *testing.T) {
 		*policyConfigMap("b", map[string]string{"x.rego": "b-x"}),
 	}
 	mods, owners := OperatorModules(cms)
-	if fmt.Sprint(mods) != "[{x.rego b-x} {z.rego a-z}]" {
+	if fmt.Sprint(mods) != "[{x.rego b-x virtstation-system/b} {z.rego a-z virtstation-system/a}]" {
 		t.Errorf("modules %v", mods)
 	}
 	if fmt.Sprint(owners) != "map[x.rego:[a b] z.rego:[a]]" {

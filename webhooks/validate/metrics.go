@@ -14,12 +14,15 @@ import (
 //	virtstation_policy_load_errors_total               policy sets that failed to load
 //	virtstation_policy_revision_info{revision}         1 for the active policy set
 //	virtstation_policy_dryrun_violations_total{rule}   violations of rules in dryrun mode
+//	virtstation_policy_eval_deadline_exceeded_total{module}
+//	                                                   admissions denied because their evaluation ran past its deadline
 //
 // Its methods are safe for concurrent use.
 type Metrics struct {
 	loadErrors prometheus.Counter
 	revision   *prometheus.GaugeVec
 	dryRun     *prometheus.CounterVec
+	deadline   *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg. Collectors
@@ -34,6 +37,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return nil, err
 	}
 	if m.dryRun, err = register(reg, m.dryRun); err != nil {
+		return nil, err
+	}
+	if m.deadline, err = register(reg, m.deadline); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -54,6 +60,10 @@ func newMetrics() *Metrics {
 			Name: "virtstation_policy_dryrun_violations_total",
 			Help: "Violations of rules in dryrun enforcement mode, which were admitted.",
 		}, []string{"rule"}),
+		deadline: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "virtstation_policy_eval_deadline_exceeded_total",
+			Help: "VM admissions denied because the policy evaluation ran past its deadline, by the module the time went to (unknown when none was singled out).",
+		}, []string{"module"}),
 	}
 }
 
@@ -96,3 +106,12 @@ func (m *Metrics) SetRevision(revision string) {
 // DryRunViolation counts a violation admitted because its rule is in dryrun
 // mode. It fits VMHandler.DryRun.
 func (m *Metrics) DryRunViolation(v Violation) { m.dryRun.WithLabelValues(v.ID).Inc() }
+
+// DeadlineExceeded counts an admission denied because its evaluation ran
+// past its deadline, most of it in module ("" when none was singled out).
+func (m *Metrics) DeadlineExceeded(module string) {
+	if module == "" {
+		module = "unknown"
+	}
+	m.deadline.WithLabelValues(module).Inc()
+}
