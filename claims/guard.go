@@ -127,7 +127,7 @@ func (g *DeletionGuard) blockers(ctx context.Context, kind string, disk *metav1.
 func (g *DeletionGuard) addClaims(ctx context.Context, b *Blockers, s State, via string) error {
 	for _, holder := range s.Holders() {
 		_, readOnly := s.Holds(holder)
-		f, err := claimantFacts(ctx, g.Reader, holder, b.Disk)
+		f, err := ClaimantFacts(ctx, g.Reader, holder, b.Disk)
 		if err != nil {
 			return err
 		}
@@ -140,9 +140,11 @@ func (g *DeletionGuard) addClaims(ctx context.Context, b *Blockers, s State, via
 	return nil
 }
 
-// claimantFacts reads the claimant holder ("<ns>/<vm>") of the disk at key
-// through r. A holder that names no VM is a VM that does not exist.
-func claimantFacts(ctx context.Context, r client.Reader, holder string, key types.NamespacedName) (Facts, error) {
+// ClaimantFacts reads what Live needs to know about the claimant holder
+// ("<ns>/<vm>") of the disk at key, through r: whether the VM exists, and
+// whether it attaches the disk. A holder that names no VM is a VM that does
+// not exist; a VM of another namespace than the disk's does not attach it.
+func ClaimantFacts(ctx context.Context, r client.Reader, holder string, key types.NamespacedName) (Facts, error) {
 	name, ok := ParseName(holder)
 	if !ok {
 		return Facts{}, nil

@@ -119,7 +119,7 @@ func (r *Releaser) reconcileDisk(ctx context.Context, key types.NamespacedName, 
 // factsAbout reads the claimant holder of the disk at key from the API
 // server.
 func (r *Releaser) factsAbout(ctx context.Context, holder string, key types.NamespacedName) (Facts, error) {
-	return claimantFacts(ctx, r.APIReader, holder, key)
+	return ClaimantFacts(ctx, r.APIReader, holder, key)
 }
 
 // inUse reports whether a VMI in the disk's namespace has a volume backed

@@ -97,6 +97,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Engine: engine, Modes: modes, Client: mgr.GetClient(), DryRun: policyMetrics.DryRunViolation,
 		Snapshots: validate.Snapshotter{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), NoDataVolumes: !cdi, Grace: opts.ClaimGrace},
 	}})
+	srv.Register(validate.UnmanagedVMPath, &webhook.Admission{Handler: &validate.UnmanagedVMHandler{
+		Modes: modes, DryRun: policyMetrics.DryRunViolation,
+		Snapshots: validate.Snapshotter{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), NoDataVolumes: !cdi, Grace: opts.ClaimGrace},
+	}})
 	srv.Register(validate.ConfigMapPath, &webhook.Admission{Handler: &validate.ConfigMapValidator{Namespace: opts.Namespace, Reader: mgr.GetAPIReader()}})
 	srv.Register(claims.DeletionGuardPath, &webhook.Admission{Handler: &claims.DeletionGuard{Reader: mgr.GetAPIReader(), Grace: opts.ClaimGrace}})
 
