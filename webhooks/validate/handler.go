@@ -78,10 +78,10 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 	}
 	self := types.NamespacedName{Namespace: req.Namespace, Name: r.Name}
 	disks, _ := api.ParseDataDisks(r.DataDisksSpec(), dataDisksPath)
-	targets := claimTargets(disks, r.VolumeDisks())
+	targets := ClaimTargets(disks, r.VolumeDisks())
 	names := make([]string, len(targets))
 	for i, t := range targets {
-		names[i] = t.name
+		names[i] = t.Name
 	}
 	log := logf.FromContext(ctx).WithValues("uid", req.UID, "vm", self.String())
 	dryRun := req.DryRun != nil && *req.DryRun
@@ -140,25 +140,28 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 		"the data disks' claims kept changing while this VM was admitted (rule: disk-claim; fix: try again)")})
 }
 
-// claimTarget is a disk the admitted VM claims.
-type claimTarget struct {
-	name     string
-	readOnly bool
-	// direct: named by a volume or dataVolumeTemplate, not the annotation;
+// ClaimTarget is a disk an admitted managed VM claims.
+type ClaimTarget struct {
+	// Name is the DataVolume or PVC.
+	Name string
+	// ReadOnly: the claim is a read-only one.
+	ReadOnly bool
+	// Direct: named by a volume or dataVolumeTemplate, not the annotation;
 	// claimed only when it is a labelled data disk.
-	direct bool
+	Direct bool
 }
 
-// claimTargets lists the disks a VM claims: those of its data-disks
-// annotation, in order, then those its volumes attach directly (which
-// never repeat an annotated name).
-func claimTargets(disks []api.DataDisk, direct []VolumeDisk) []claimTarget {
-	out := make([]claimTarget, 0, len(disks)+len(direct))
+// ClaimTargets lists the disks a managed VM claims: those of its
+// data-disks annotation, in order, then those its volumes attach directly
+// (which never repeat an annotated name). `virtstation render` claims the
+// same.
+func ClaimTargets(disks []api.DataDisk, direct []VolumeDisk) []ClaimTarget {
+	out := make([]ClaimTarget, 0, len(disks)+len(direct))
 	for _, d := range disks {
-		out = append(out, claimTarget{name: d.Name, readOnly: d.ReadOnly || d.Type == api.DiskTypeCDROM})
+		out = append(out, ClaimTarget{Name: d.Name, ReadOnly: d.ReadOnly || d.Type == api.DiskTypeCDROM})
 	}
 	for _, d := range direct {
-		out = append(out, claimTarget{name: d.Name, readOnly: d.ReadOnly, direct: true})
+		out = append(out, ClaimTarget{Name: d.Name, ReadOnly: d.ReadOnly, Direct: true})
 	}
 	return out
 }
@@ -172,16 +175,16 @@ func claimTargets(disks []api.DataDisk, direct []VolumeDisk) []claimTarget {
 // first failed disk in target order, as if they had been written one after
 // another: a lost race (ErrConflict, ErrClaimed) makes the caller re-read
 // and re-evaluate, anything else is an internal error.
-func (h *VMHandler) claim(ctx context.Context, self types.NamespacedName, targets []claimTarget, snap Snapshot, now time.Time) error {
+func (h *VMHandler) claim(ctx context.Context, self types.NamespacedName, targets []ClaimTarget, snap Snapshot, now time.Time) error {
 	errs := make([]error, len(targets))
 	var wg sync.WaitGroup
 	for i, t := range targets {
-		obj, ok := snap.Objects[t.name]
-		if !ok || (t.direct && !snap.States[t.name].Labelled) {
+		obj, ok := snap.Objects[t.Name]
+		if !ok || (t.Direct && !snap.States[t.Name].Labelled) {
 			continue
 		}
 		wg.Go(func() {
-			errs[i] = claims.Claim(ctx, h.Client, obj, self, t.readOnly, now, claims.Replacing(snap.Dead[t.name]...))
+			errs[i] = claims.Claim(ctx, h.Client, obj, self, t.ReadOnly, now, claims.Replacing(snap.Dead[t.Name]...))
 		})
 	}
 	wg.Wait()

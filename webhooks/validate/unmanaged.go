@@ -102,20 +102,13 @@ func (h *UnmanagedVMHandler) Handle(ctx context.Context, req admission.Request) 
 	if vm.Metadata.DeletionTimestamp != nil || vm.Metadata.Labels[api.LabelManaged] == api.LabelTrue {
 		return admission.Allowed("") // on its way out, or the managed webhook's
 	}
-	attached, err := ParseVolumeDisks(vm.Spec, nil)
+	var oldRaw []byte
+	if req.Operation == admissionv1.Update {
+		oldRaw = req.OldObject.Raw
+	}
+	attached, err := UnmanagedAttachments(req.Object.Raw, oldRaw)
 	if err != nil {
 		return unchecked(err, "read volumes of unmanaged virtual machine")
-	}
-	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
-		var old unmanagedVM
-		if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
-			return unchecked(err, "decode old unmanaged virtual machine")
-		}
-		had, err := ParseVolumeDisks(old.Spec, nil)
-		if err != nil {
-			return unchecked(err, "read old volumes of unmanaged virtual machine")
-		}
-		attached = addedDisks(attached, had)
 	}
 	if len(attached) == 0 {
 		return admission.Allowed("")
@@ -154,6 +147,32 @@ func (h *UnmanagedVMHandler) Handle(ctx context.Context, req admission.Request) 
 		return resp
 	}
 	return withWarnings(admission.Allowed(""), warnings)
+}
+
+// UnmanagedAttachments returns the disks whose attachment an unmanaged
+// VM's admission asks for: on CREATE (oldObject empty) every disk its spec
+// attaches (ParseVolumeDisks; the data-disks annotation does nothing for an
+// unmanaged VM, so it is not consulted), on UPDATE only those that
+// oldObject did not attach, or attached only read-only where object
+// attaches them writable.
+func UnmanagedAttachments(object, oldObject []byte) ([]VolumeDisk, error) {
+	var vm unmanagedVM
+	if err := json.Unmarshal(object, &vm); err != nil {
+		return nil, fmt.Errorf("decode object: %w", err)
+	}
+	attached, err := ParseVolumeDisks(vm.Spec, nil)
+	if err != nil || len(oldObject) == 0 {
+		return attached, err
+	}
+	var old unmanagedVM
+	if err := json.Unmarshal(oldObject, &old); err != nil {
+		return nil, fmt.Errorf("decode oldObject: %w", err)
+	}
+	had, err := ParseVolumeDisks(old.Spec, nil)
+	if err != nil {
+		return nil, fmt.Errorf("oldObject: %w", err)
+	}
+	return addedDisks(attached, had), nil
 }
 
 // addedDisks returns the disks of now that had does not attach, or
