@@ -28,8 +28,9 @@ import (
 // ConfigMaps go there.
 const InstallNamespace = "virtstation-system"
 
-// claimGrace is short in tests so released claims can be observed quickly.
-const claimGrace = 3 * time.Second
+// ClaimGrace is the webhooks' claim grace: short in tests so released
+// claims can be observed quickly.
+const ClaimGrace = 3 * time.Second
 
 // webhookReadyTimeout bounds the wait for the in-process webhook server and
 // its informers; start-up takes a few seconds on a 2-core machine.
@@ -111,7 +112,7 @@ func (e *Env) startManager(ctx context.Context) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	mctx, cancel := context.WithCancel(ctx)
-	if err := webhooks.Setup(mctx, mgr, webhooks.Options{Namespace: InstallNamespace, ClaimGrace: claimGrace}); err != nil {
+	if err := webhooks.Setup(mctx, mgr, webhooks.Options{Namespace: InstallNamespace, ClaimGrace: ClaimGrace}); err != nil {
 		cancel()
 		return fmt.Errorf("set up webhooks: %w", err)
 	}
