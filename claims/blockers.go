@@ -17,9 +17,12 @@ type BlockingClaim struct {
 	VM string
 	// ReadOnly: the claim is a read-only one (shared-by).
 	ReadOnly bool
-	// Pending, when positive, says the VM does not exist (yet) but the claim
-	// still counts for this long: its create may be in flight.
+	// Pending, when positive, says the VM does not exist (yet), or exists
+	// but does not attach the disk, and the claim still counts for this
+	// long: its create or update may be in flight.
 	Pending time.Duration
+	// Exists: the VM exists (it does not attach the disk when Pending).
+	Exists bool
 	// Via names the DataVolume the claim is on, when the disk is that
 	// DataVolume's PVC; "" when the claim is on the disk itself.
 	Via string
@@ -55,11 +58,14 @@ func (b Blockers) errors() field.ErrorList {
 			subject = fmt.Sprintf("%s belongs to DataVolume %s/%s, which", this, b.Disk.Namespace, c.Via)
 		}
 		var msg string
-		if c.Pending > 0 {
+		if c.Pending > 0 && c.Exists {
+			msg = fmt.Sprintf("%s is claimed %s by VirtualMachine %s, which does not attach it (any more); the claim was written moments ago, so an update of that VM may still be in progress (rule: %s; fix: retry in %s)",
+				subject, how, c.VM, deleteRule, roundUp(c.Pending))
+		} else if c.Pending > 0 {
 			msg = fmt.Sprintf("%s is claimed %s by VirtualMachine %s, which does not exist yet: its create may still be in progress (rule: %s; fix: retry in %s; if the VM was created by then, delete it or detach the disk from it first)",
 				subject, how, c.VM, deleteRule, roundUp(c.Pending))
 		} else {
-			msg = fmt.Sprintf("%s is attached %s to VirtualMachine %s (rule: %s; fix: delete VirtualMachine %s, or detach the disk by removing it from the VM's virtstation.io/data-disks annotation, then delete the %s)",
+			msg = fmt.Sprintf("%s is attached %s to VirtualMachine %s (rule: %s; fix: delete VirtualMachine %s, or detach the disk by removing it from the VM's virtstation.io/data-disks annotation or spec.template.spec.volumes, then delete the %s)",
 				subject, how, c.VM, deleteRule, c.VM, b.Kind)
 		}
 		errs = append(errs, field.Forbidden(path, msg))

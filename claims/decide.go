@@ -24,35 +24,23 @@ type Decision struct {
 // inUse is true when a VirtualMachineInstance in the disk's namespace has a
 // volume backed by the disk.
 //
-// A claim is released when its VM does not exist, or exists but no longer
-// attaches the disk, provided no VMI uses the disk and the claim is at least
-// grace old (from s.ClaimedAt; a claim without a readable claimed-at is
-// old). A younger claim is kept, and RecheckAfter says when to look again:
-// its VM's create or update may still be in flight.
+// A claim is released when Live says it lapsed: its VM does not exist, or
+// exists but no longer attaches the disk, no VMI uses the disk, and the
+// claim is at least grace old (from s.ClaimedAt; a claim without a readable
+// claimed-at is old). A younger claim is kept, and RecheckAfter says when
+// to look again: its VM's create or update may still be in flight.
 func Decide(s State, facts map[string]Facts, inUse bool, now time.Time, grace time.Duration) Decision {
 	var d Decision
-	if inUse {
-		return d // the VMI's deletion brings the disk back
-	}
 	for _, vm := range s.Holders() {
-		if f := facts[vm]; f.Exists && f.Attaches {
-			continue // the VM's deletion, or its update, brings the disk back
+		l := Live(facts[vm], inUse, s.ClaimedAt, now, grace)
+		switch l.Reason {
+		case Lapsed:
+			d.Release = append(d.Release, vm)
+		case Young:
+			if d.RecheckAfter == 0 || l.Remaining < d.RecheckAfter {
+				d.RecheckAfter = l.Remaining
+			}
 		}
-		if wait := remainingGrace(s.ClaimedAt, now, grace); wait > 0 {
-			d.RecheckAfter = wait
-			continue
-		}
-		d.Release = append(d.Release, vm)
 	}
 	return d
-}
-
-// remainingGrace is how long a claim written at claimedAt still counts
-// regardless of its VM, capped at grace (claimed-at in the future means
-// skewed clocks; look again after grace rather than after the skew).
-func remainingGrace(claimedAt, now time.Time, grace time.Duration) time.Duration {
-	if claimedAt.IsZero() {
-		return 0
-	}
-	return min(claimedAt.Add(grace).Sub(now), grace)
 }

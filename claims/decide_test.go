@@ -108,6 +108,8 @@ func TestAttaches(t *testing.T) {
 		"data volume volume":   {vm: vmWith("", dvVolume("x", "home")), want: true},
 		"record without disks": {vm: vmWith(`{"mac":{"interface":"default","address":"02:00:00:00:00:01","source":"derived"}}`)},
 		"unreadable record":    {vm: vmWith(`{not json`), want: true},
+		"data volume template": {vm: withTemplate(vmWith(""), "home"), want: true},
+		"template of another":  {vm: withTemplate(vmWith(""), "other")},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -116,6 +118,11 @@ func TestAttaches(t *testing.T) {
 			}
 		})
 	}
+}
+
+func withTemplate(vm *kubevirtv1.VirtualMachine, dv string) *kubevirtv1.VirtualMachine {
+	vm.Spec.DataVolumeTemplates = append(vm.Spec.DataVolumeTemplates, kubevirtv1.DataVolumeTemplateSpec{ObjectMeta: metav1.ObjectMeta{Name: dv}})
+	return vm
 }
 
 func TestUsesDisk(t *testing.T) {

@@ -39,9 +39,11 @@ const DeletionGuardPath = "/validate-data-disk-delete"
 
 // DeletionGuard is the validating webhook for DELETE of DataVolumes and PVCs
 // labelled as data disks. It denies the deletion while a VM that exists
-// holds a claim on the disk (writable or read-only), while a claim is
-// younger than Grace (its VM's create may be in flight), or while a
-// VirtualMachineInstance in the namespace has a volume backed by the disk.
+// holds a claim on the disk (writable or read-only) and attaches it, while a
+// claim is younger than Grace (its VM's create may be in flight), or while a
+// VirtualMachineInstance in the namespace has a volume backed by the disk:
+// the claims that Live says hold, as the Releaser and the VM webhook judge
+// them.
 // A PVC owned by a DataVolume is guarded by the DataVolume's claims too.
 // Everything else is allowed.
 //
@@ -90,10 +92,16 @@ func (g *DeletionGuard) Handle(ctx context.Context, req admission.Request) admis
 	return admission.Allowed("")
 }
 
-// blockers gathers what stands in the way of deleting disk.
+// blockers gathers what stands in the way of deleting disk: the VMIs using
+// it, and the claims on it (or on its DataVolume) that Live says hold.
 func (g *DeletionGuard) blockers(ctx context.Context, kind string, disk *metav1.PartialObjectMetadata) (Blockers, error) {
 	key := types.NamespacedName{Namespace: disk.Namespace, Name: disk.Name}
 	b := Blockers{Kind: kind, Disk: key}
+	vmis, err := vmisUsing(ctx, g.Reader, key)
+	if err != nil {
+		return b, err
+	}
+	b.VMIs = vmis
 	if err := g.addClaims(ctx, &b, Read(disk), ""); err != nil {
 		return b, err
 	}
@@ -109,34 +117,46 @@ func (g *DeletionGuard) blockers(ctx context.Context, kind string, disk *metav1.
 			return b, fmt.Errorf("get owning data volume %s: %w", owner, err)
 		}
 	}
-	vmis, err := vmisUsing(ctx, g.Reader, key)
-	b.VMIs = vmis
-	return b, err
+	return b, nil
 }
 
-// addClaims adds the claims in s that count: their VM exists, or they are
-// younger than the grace period. via names the DataVolume they were read
+// addClaims adds the claims in s that hold (Live). A claim that holds only
+// because a VMI uses the disk is left out: b.VMIs names that VMI, which is
+// what the user has to stop. via names the DataVolume the claims were read
 // from, when not the disk itself.
 func (g *DeletionGuard) addClaims(ctx context.Context, b *Blockers, s State, via string) error {
 	for _, holder := range s.Holders() {
 		_, readOnly := s.Holds(holder)
-		c := BlockingClaim{VM: holder, ReadOnly: readOnly, Via: via}
-		if name, ok := ParseName(holder); ok {
-			err := g.Reader.Get(ctx, name, &kubevirtv1.VirtualMachine{})
-			if err == nil {
-				b.Claims = append(b.Claims, c)
-				continue
-			}
-			if !apierrors.IsNotFound(err) {
-				return fmt.Errorf("get virtual machine %s: %w", name, err)
-			}
+		f, err := ClaimantFacts(ctx, g.Reader, holder, b.Disk)
+		if err != nil {
+			return err
 		}
-		if wait := remainingGrace(s.ClaimedAt, g.now(), g.grace()); wait > 0 {
-			c.Pending = wait
-			b.Claims = append(b.Claims, c)
+		l := Live(f, len(b.VMIs) > 0, s.ClaimedAt, g.now(), g.grace())
+		if l.Reason == Lapsed || l.Reason == InUse {
+			continue
 		}
+		b.Claims = append(b.Claims, BlockingClaim{VM: holder, ReadOnly: readOnly, Via: via, Exists: f.Exists, Pending: l.Remaining})
 	}
 	return nil
+}
+
+// ClaimantFacts reads what Live needs to know about the claimant holder
+// ("<ns>/<vm>") of the disk at key, through r: whether the VM exists, and
+// whether it attaches the disk. A holder that names no VM is a VM that does
+// not exist; a VM of another namespace than the disk's does not attach it.
+func ClaimantFacts(ctx context.Context, r client.Reader, holder string, key types.NamespacedName) (Facts, error) {
+	name, ok := ParseName(holder)
+	if !ok {
+		return Facts{}, nil
+	}
+	var vm kubevirtv1.VirtualMachine
+	if err := r.Get(ctx, name, &vm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Facts{}, nil
+		}
+		return Facts{}, fmt.Errorf("get virtual machine %s: %w", name, err)
+	}
+	return Facts{Exists: true, Attaches: vm.Namespace == key.Namespace && Attaches(&vm, key.Name)}, nil
 }
 
 // dataVolumeOwner returns the name of the DataVolume controlling a PVC, or "".

@@ -54,7 +54,7 @@ func TestDeletionGuard(t *testing.T) {
 	labelled := map[string]string{api.LabelDataDisk: api.LabelTrue}
 	pvc := diskPVC
 	annotations := field.NewPath("metadata", "annotations")
-	const fixVM = "fix: delete VirtualMachine ns/a, or detach the disk by removing it from the VM's virtstation.io/data-disks annotation, then delete the PersistentVolumeClaim"
+	const fixVM = "fix: delete VirtualMachine ns/a, or detach the disk by removing it from the VM's virtstation.io/data-disks annotation or spec.template.spec.volumes, then delete the PersistentVolumeClaim"
 	tests := map[string]struct {
 		disk    client.Object
 		cluster []client.Object
@@ -63,15 +63,31 @@ func TestDeletionGuard(t *testing.T) {
 		"free disk": {disk: pvc(nil)},
 		"claimed by an existing VM": {
 			disk:    pvc(map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: old}),
-			cluster: []client.Object{existingVM("a")},
+			cluster: []client.Object{attachingVM("a", "disk")},
 			want: field.ErrorList{field.Forbidden(annotations.Key(AnnotationClaimedBy),
 				"PersistentVolumeClaim ns/disk is attached writable to VirtualMachine ns/a (rule: data-disk-delete; "+fixVM+")")},
 		},
 		"shared by an existing VM": {
 			disk:    pvc(map[string]string{AnnotationSharedBy: "ns/a,ns/gone", AnnotationClaimedAt: old}),
-			cluster: []client.Object{existingVM("a")},
+			cluster: []client.Object{attachingVM("a", "disk")},
 			want: field.ErrorList{field.Forbidden(annotations.Key(AnnotationSharedBy),
 				"PersistentVolumeClaim ns/disk is attached read-only to VirtualMachine ns/a (rule: data-disk-delete; "+fixVM+")")},
+		},
+		"old claim of an existing VM that no longer attaches the disk": {
+			disk:    pvc(map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: old}),
+			cluster: []client.Object{attachingVM("a", "other")},
+		},
+		"young claim of an existing VM that does not attach the disk yet": {
+			disk:    pvc(map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: young}),
+			cluster: []client.Object{existingVM("a")},
+			want: field.ErrorList{field.Forbidden(annotations.Key(AnnotationClaimedBy),
+				"PersistentVolumeClaim ns/disk is claimed writable by VirtualMachine ns/a, which does not attach it (any more); the claim was written moments ago, so an update of that VM may still be in progress (rule: data-disk-delete; fix: retry in 1m40s)")},
+		},
+		"old claim of a VM that is gone, disk used by a VMI: the VMI is named": {
+			disk:    pvc(map[string]string{AnnotationClaimedBy: "ns/gone", AnnotationClaimedAt: old}),
+			cluster: []client.Object{vmiUsing("runner", "disk")},
+			want: field.ErrorList{field.Forbidden(field.NewPath("metadata", "name"),
+				"PersistentVolumeClaim ns/disk is in use by VirtualMachineInstance ns/runner (rule: data-disk-delete; fix: stop that VM (virtctl stop) and delete it or detach the disk first, then delete the PersistentVolumeClaim)")},
 		},
 		"old claim of a VM that does not exist": {
 			disk: pvc(map[string]string{AnnotationClaimedBy: "ns/gone", AnnotationClaimedAt: old}),
@@ -97,17 +113,17 @@ func TestDeletionGuard(t *testing.T) {
 		"data volume claimed by an existing VM": {
 			disk: &cdiv1beta1.DataVolume{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "home", Labels: labelled,
 				Annotations: map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: old}}},
-			cluster: []client.Object{existingVM("a")},
+			cluster: []client.Object{attachingVM("a", "home")},
 			want: field.ErrorList{field.Forbidden(annotations.Key(AnnotationClaimedBy),
-				"DataVolume ns/home is attached writable to VirtualMachine ns/a (rule: data-disk-delete; fix: delete VirtualMachine ns/a, or detach the disk by removing it from the VM's virtstation.io/data-disks annotation, then delete the DataVolume)")},
+				"DataVolume ns/home is attached writable to VirtualMachine ns/a (rule: data-disk-delete; fix: delete VirtualMachine ns/a, or detach the disk by removing it from the VM's virtstation.io/data-disks annotation or spec.template.spec.volumes, then delete the DataVolume)")},
 		},
 		"pvc of a claimed data volume": {
 			disk: &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "home", Labels: labelled,
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "cdi.kubevirt.io/v1beta1", Kind: "DataVolume", Name: "home", UID: "u", Controller: ptr(true)}}}},
-			cluster: []client.Object{existingVM("a"), &cdiv1beta1.DataVolume{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "home", Labels: labelled,
+			cluster: []client.Object{attachingVM("a", "home"), &cdiv1beta1.DataVolume{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "home", Labels: labelled,
 				Annotations: map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: old}}}},
 			want: field.ErrorList{field.Forbidden(field.NewPath("metadata", "ownerReferences"),
-				"PersistentVolumeClaim ns/home belongs to DataVolume ns/home, which is attached writable to VirtualMachine ns/a (rule: data-disk-delete; fix: delete VirtualMachine ns/a, or detach the disk by removing it from the VM's virtstation.io/data-disks annotation, then delete the PersistentVolumeClaim)")},
+				"PersistentVolumeClaim ns/home belongs to DataVolume ns/home, which is attached writable to VirtualMachine ns/a (rule: data-disk-delete; fix: delete VirtualMachine ns/a, or detach the disk by removing it from the VM's virtstation.io/data-disks annotation or spec.template.spec.volumes, then delete the PersistentVolumeClaim)")},
 		},
 		"pvc of a data volume already gone": {
 			disk: &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "home", Labels: labelled,

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
@@ -117,20 +116,10 @@ func (r *Releaser) reconcileDisk(ctx context.Context, key types.NamespacedName, 
 	return d.RecheckAfter, nil
 }
 
-// factsAbout reads the claimant holder of the disk at key.
+// factsAbout reads the claimant holder of the disk at key from the API
+// server.
 func (r *Releaser) factsAbout(ctx context.Context, holder string, key types.NamespacedName) (Facts, error) {
-	name, ok := ParseName(holder)
-	if !ok {
-		return Facts{}, nil // names no VM
-	}
-	var vm kubevirtv1.VirtualMachine
-	if err := r.APIReader.Get(ctx, name, &vm); err != nil {
-		if apierrors.IsNotFound(err) {
-			return Facts{}, nil
-		}
-		return Facts{}, fmt.Errorf("get virtual machine %s: %w", name, err)
-	}
-	return Facts{Exists: true, Attaches: vm.Namespace == key.Namespace && Attaches(&vm, key.Name)}, nil
+	return ClaimantFacts(ctx, r.APIReader, holder, key)
 }
 
 // inUse reports whether a VMI in the disk's namespace has a volume backed

@@ -14,8 +14,8 @@ import (
 
 // Attaches reports whether vm attaches the data disk named disk (a
 // DataVolume or PVC in vm's namespace): its virtstation.io/injected record
-// lists the disk among its dataDisks, or a volume of its template refers to
-// it. A record that does not parse counts as attaching every disk, so that
+// lists the disk among its dataDisks, a volume of its template refers to
+// it, or one of its dataVolumeTemplates creates it. A record that does not parse counts as attaching every disk, so that
 // an unreadable record never releases a claim.
 func Attaches(vm *kubevirtv1.VirtualMachine, disk string) bool {
 	if rec, ok := vm.Annotations[api.AnnotationInjected]; ok {
@@ -27,6 +27,11 @@ func Attaches(vm *kubevirtv1.VirtualMachine, disk string) bool {
 			if d.Name == disk {
 				return true
 			}
+		}
+	}
+	for _, t := range vm.Spec.DataVolumeTemplates {
+		if t.Name == disk {
+			return true
 		}
 	}
 	return vm.Spec.Template != nil && volumesUse(vm.Spec.Template.Spec.Volumes, disk)

@@ -4,6 +4,13 @@
 # attachment needs the disk to itself; read-only attachments (cdrom or
 # readOnly) may share it with each other, never with a writer.
 #
+# The same claims hold for a labelled data disk that the VM's volumes name
+# directly (input.volumeDisks: spec.template.spec.volumes[i].dataVolume.name
+# or .persistentVolumeClaim.claimName, or spec.dataVolumeTemplates[i]): a
+# VM cannot get around a claim by leaving the annotation out. A disk named
+# directly that does not exist or is not labelled is not a data disk (a root
+# disk, a scratch PVC) and is left alone.
+#
 # input.disks[<name>] is the webhook's snapshot of the disk and its claims
 # (see webhooks/validate.DiskState); a missing entry means the disk does not
 # exist. The webhook evaluates this on every admission, so a disk is first
@@ -137,4 +144,57 @@ problems contains violation(i, sprintf("data disk %q is in use by the running VM
 	writable(d)
 	state(d.name).exists
 	count(users(state(d.name))) > 0
+}
+
+# Disks the volumes name directly (input.volumeDisks).
+
+# direct_ok(v): the directly named disk v is not a labelled data disk, or
+# this VM may attach it as the annotation's rules above say.
+direct_ok(v) if not object.get(state(v.name), "labelled", false)
+
+direct_ok(v) if {
+	s := state(v.name)
+	s.labelled
+	unclaimed(s)
+	alone_or_reading(v, s)
+}
+
+direct_suspect contains v if {
+	some v in input.volumeDisks
+	not direct_ok(v)
+}
+
+deny contains x if {
+	some v in input.volumeDisks
+	not direct_ok(v)
+	some x in direct_problems
+}
+
+direct_violation(v, what, fix) := {
+	"id": rule_id,
+	"field": v.field,
+	"message": sprintf("%s (rule: %s; fix: %s)", [what, rule_id, fix]),
+}
+
+# direct_remove is how to take the disk out of this VM.
+direct_remove(v) := msg if {
+	v.volume != ""
+	msg := sprintf("remove volume %q from this VM", [v.volume])
+} else := sprintf("remove the dataVolumeTemplate %q from this VM", [v.name])
+
+direct_problems contains direct_violation(v, sprintf("data disk %q is attached writable to VM %s", [v.name, writer(state(v.name))]), sprintf("%s, detach the disk from %s or delete that VM first, or use another disk", [direct_remove(v), writer(state(v.name))])) if {
+	some v in direct_suspect
+	writer(state(v.name))
+}
+
+direct_problems contains direct_violation(v, sprintf("data disk %q is attached read-only to VM %s; a writable attachment needs the disk to itself", [v.name, names(readers(state(v.name)))]), sprintf("attach it read-only here (a cdrom, or readonly: true on its disk), or detach it from %s first", [names(readers(state(v.name)))])) if {
+	some v in direct_suspect
+	not v.readOnly
+	count(readers(state(v.name))) > 0
+}
+
+direct_problems contains direct_violation(v, sprintf("data disk %q is in use by the running VM %s; a writable attachment needs the disk to itself", [v.name, names(users(state(v.name)))]), sprintf("stop %s first, or attach the disk read-only here (a cdrom, or readonly: true on its disk)", [names(users(state(v.name)))])) if {
+	some v in direct_suspect
+	not v.readOnly
+	count(users(state(v.name))) > 0
 }

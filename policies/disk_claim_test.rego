@@ -137,3 +137,78 @@ test_every_violation_has_shape if {
 		contains(v.message, "(rule: disk-claim; fix: ")
 	}
 }
+
+# Disks named directly in spec.template.spec.volumes or
+# spec.dataVolumeTemplates (input.volumeDisks).
+
+volume_field := "spec.template.spec.volumes[3].dataVolume.name"
+
+direct_rw := {"index": 0, "name": "data", "field": volume_field, "volume": "home", "readOnly": false}
+
+direct_ro := object.union(direct_rw, {"readOnly": true})
+
+# direct(vols, states) is VM ns/me with no annotation, attaching vols directly.
+direct(vols, states) := {
+	"operation": "CREATE",
+	"namespace": "ns",
+	"name": "me",
+	"dataDisks": [],
+	"volumeDisks": vols,
+	"disks": states,
+}
+
+direct_denials(vols, states) := vs if {
+	vs := deny with input as direct(vols, states)
+}
+
+test_direct_volume_of_claimed_disk_denied if {
+	vs := direct_denials([direct_rw], with_state({"kind": "DataVolume", "claimedBy": "ns/winner", "claimLive": true}))
+	count(vs) == 1
+	some v in vs
+	v.id == "disk-claim"
+	v.field == volume_field
+	contains(v.message, `data disk "data" is attached writable to VM ns/winner`)
+	contains(v.message, `(rule: disk-claim; fix: remove volume "home" from this VM, detach the disk from ns/winner or delete that VM first, or use another disk)`)
+}
+
+test_direct_read_only_volume_of_claimed_disk_denied if {
+	vs := direct_denials([direct_ro], with_state({"claimedBy": "ns/winner", "claimLive": true}))
+	count(vs) == 1
+}
+
+test_direct_template_of_claimed_disk_denied if {
+	t := {"index": 0, "name": "data", "field": "spec.dataVolumeTemplates[0].metadata.name", "volume": "", "readOnly": false}
+	vs := direct_denials([t], with_state({"claimedBy": "ns/winner", "claimLive": true}))
+	count(vs) == 1
+	some v in vs
+	v.field == "spec.dataVolumeTemplates[0].metadata.name"
+	contains(v.message, `fix: remove the dataVolumeTemplate "data" from this VM`)
+}
+
+test_direct_volume_of_lapsed_or_own_claim_admitted if {
+	count(direct_denials([direct_rw], with_state({"claimedBy": "ns/gone", "claimLive": false}))) == 0
+	count(direct_denials([direct_rw], with_state({"claimedBy": "ns/me", "claimLive": true}))) == 0
+	count(direct_denials([direct_rw], with_state({}))) == 0
+}
+
+test_direct_volume_of_unlabelled_or_missing_disk_admitted if {
+	# A root disk or scratch PVC is not a data disk: no claim, no denial.
+	count(direct_denials([direct_rw], with_state({"labelled": false, "claimedBy": "ns/winner", "claimLive": true}))) == 0
+	count(direct_denials([direct_rw], {})) == 0
+}
+
+test_direct_writer_denied_while_shared_or_in_use if {
+	some m in {v.message | some v in direct_denials([direct_rw], with_state({"sharedBy": ["ns/r1"]}))}
+	contains(m, "attached read-only to VM ns/r1")
+	some m2 in {v.message | some v in direct_denials([direct_rw], with_state({"usedBy": ["ns/legacy"]}))}
+	contains(m2, "in use by the running VM ns/legacy")
+	count(direct_denials([direct_ro], with_state({"sharedBy": ["ns/r1"], "usedBy": ["ns/legacy"]}))) == 0
+}
+
+test_direct_and_annotated_denials_name_their_own_fields if {
+	st := with_state({"claimedBy": "ns/winner", "claimLive": true})
+	other := {"data": st.data, "more": st.data}
+	doc := object.union(vm([rw], other), {"volumeDisks": [object.union(direct_rw, {"name": "more"})]})
+	vs := deny with input as doc
+	{v.field | some v in vs} == {name_field(0), volume_field}
+}

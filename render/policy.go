@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
@@ -21,10 +24,14 @@ const policyTimeout = 5 * time.Second
 
 // diskWorld is the offline view of data disks and their claims, updated as
 // render admits VMs in order, the way the validating webhook writes claims.
+// Claims are judged as the webhook judges them (validate.JudgeDisk, hence
+// claims.Live), at now with grace.
 type diskWorld struct {
-	disks map[string]*offlineDisk // "ns/name"
-	vms   map[string]bool         // "ns/name" of VMs that exist
-	vmis  map[string]bool
+	disks map[string]*offlineDisk                       // "ns/name"
+	vms   map[string]*kubevirtv1.VirtualMachine         // "ns/name" of VMs that exist
+	vmis  map[string]*kubevirtv1.VirtualMachineInstance // "ns/name"
+	now   time.Time
+	grace time.Duration
 }
 
 type offlineDisk struct {
@@ -33,12 +40,16 @@ type offlineDisk struct {
 	state    claims.State
 }
 
-func newDiskWorld() *diskWorld {
-	return &diskWorld{disks: map[string]*offlineDisk{}, vms: map[string]bool{}, vmis: map[string]bool{}}
+func newDiskWorld(now time.Time, grace time.Duration) *diskWorld {
+	return &diskWorld{
+		disks: map[string]*offlineDisk{}, vms: map[string]*kubevirtv1.VirtualMachine{}, vmis: map[string]*kubevirtv1.VirtualMachineInstance{},
+		now: now, grace: grace,
+	}
 }
 
-// add records a DataVolume, PVC, VM or VMI from the objects.
-func (w *diskWorld) add(obj Object, ns string) {
+// add records a DataVolume, PVC or VMI from the objects (VMs come through
+// setVM).
+func (w *diskWorld) add(obj Object, ns string) error {
 	u := &unstructured.Unstructured{Object: obj}
 	if u.GetNamespace() == "" {
 		u = u.DeepCopy()
@@ -50,67 +61,89 @@ func (w *diskWorld) add(obj Object, ns string) {
 		w.disks[key] = &offlineDisk{kind: "DataVolume", labelled: u.GetLabels()[api.LabelDataDisk] == api.LabelTrue, state: claims.Read(u)}
 	case schema.GroupKind{Kind: "PersistentVolumeClaim"}:
 		if d, ok := w.disks[key]; ok && d.kind == "DataVolume" {
-			return // CDI's PVC belongs to its DataVolume
+			return nil // CDI's PVC belongs to its DataVolume
 		}
 		w.disks[key] = &offlineDisk{kind: "PersistentVolumeClaim", labelled: u.GetLabels()[api.LabelDataDisk] == api.LabelTrue, state: claims.Read(u)}
-	case schema.GroupKind{Group: "kubevirt.io", Kind: "VirtualMachine"}:
-		w.vms[key] = true
 	case schema.GroupKind{Group: "kubevirt.io", Kind: "VirtualMachineInstance"}:
-		w.vmis[key] = true
+		var vmi kubevirtv1.VirtualMachineInstance
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &vmi); err != nil {
+			return fmt.Errorf("decode VirtualMachineInstance %s: %w", key, err)
+		}
+		w.vmis[key] = &vmi
 	}
+	return nil
 }
 
-// states is the disk snapshot for VM self.
-func (w *diskWorld) states(ns, self string, names []string) map[string]validate.DiskState {
+// setVM records a VM that exists (or will, once admitted).
+func (w *diskWorld) setVM(vm *kubevirtv1.VirtualMachine) {
+	w.vms[vm.Namespace+"/"+vm.Name] = vm
+}
+
+// states is the disk snapshot for VM self, as the webhook's Snapshotter
+// takes it, and the claims per disk that lapsed.
+func (w *diskWorld) states(ns, self string, names []string) (map[string]validate.DiskState, map[string][]string) {
 	out := map[string]validate.DiskState{}
-	live := func(claimant string) bool { return w.vms[claimant] || w.vmis[claimant] }
+	lapsed := map[string][]string{}
+	me := ns + "/" + self
 	for _, n := range names {
-		d, ok := w.disks[ns+"/"+n]
-		if !ok {
-			out[n] = validate.DiskState{}
-			continue
-		}
-		st := validate.DiskState{Exists: true, Kind: d.kind, Labelled: d.labelled}
-		if c := d.state.ClaimedBy; c != "" && c != ns+"/"+self {
-			st.ClaimedBy, st.ClaimLive = c, live(c)
-		}
-		for _, r := range d.state.SharedBy {
-			if r != ns+"/"+self && live(r) {
-				st.SharedBy = append(st.SharedBy, r)
+		f := validate.DiskFacts{UsedBy: w.usedBy(ns, self, n)}
+		if d, ok := w.disks[ns+"/"+n]; ok {
+			f.Kind, f.Labelled, f.Claims = d.kind, d.labelled, d.state
+			f.Claimants = map[string]claims.Facts{}
+			for _, holder := range d.state.Holders() {
+				if vm, ok := w.vms[holder]; ok && holder != me {
+					f.Claimants[holder] = claims.Facts{Exists: true, Attaches: vm.Namespace == ns && claims.Attaches(vm, n)}
+				}
 			}
 		}
+		st, dead := validate.JudgeDisk(f, me, w.now, w.grace)
 		out[n] = st
+		if len(dead) > 0 {
+			lapsed[n] = dead
+		}
 	}
+	return out, lapsed
+}
+
+// usedBy lists the VMIs of ns, other than self's, that use the disk.
+func (w *diskWorld) usedBy(ns, self, disk string) []string {
+	var out []string
+	for key, vmi := range w.vmis {
+		if vmi.Namespace == ns && vmi.Name != self && claims.UsesDisk(vmi, disk) {
+			out = append(out, key)
+		}
+	}
+	sort.Strings(out)
 	return out
 }
 
-// claim records an admitted VM's claims.
-func (w *diskWorld) claim(ns, vm string, disks []api.DataDisk) {
+// claim records an admitted VM's claims, dropping the lapsed ones as the
+// webhook's claim write replaces them.
+func (w *diskWorld) claim(ns, vm string, targets []validate.ClaimTarget, lapsed map[string][]string) {
 	key := ns + "/" + vm
-	w.vms[key] = true
-	for _, d := range disks {
-		disk, ok := w.disks[ns+"/"+d.Name]
-		if !ok {
+	for _, t := range targets {
+		disk, ok := w.disks[ns+"/"+t.Name]
+		if !ok || (t.Direct && !disk.labelled) {
 			continue
 		}
-		if d.ReadOnly || d.Type == api.DiskTypeCDROM {
-			if !contains(disk.state.SharedBy, key) {
-				disk.state.SharedBy = append(disk.state.SharedBy, key)
-				sort.Strings(disk.state.SharedBy)
+		s := disk.state
+		for _, dead := range lapsed[t.Name] {
+			if s.ClaimedBy == dead {
+				s.ClaimedBy = ""
 			}
-		} else if disk.state.ClaimedBy == "" {
-			disk.state.ClaimedBy = key
+			s.SharedBy = slices.DeleteFunc(slices.Clone(s.SharedBy), func(r string) bool { return r == dead })
 		}
-	}
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
+		if t.ReadOnly {
+			if !slices.Contains(s.SharedBy, key) {
+				s.SharedBy = append(s.SharedBy, key)
+				sort.Strings(s.SharedBy)
+			}
+		} else if s.ClaimedBy == "" {
+			s.ClaimedBy = key
 		}
+		s.ClaimedAt = w.now
+		disk.state = s
 	}
-	return false
 }
 
 // evaluate runs the policies on an admitted VM object.
@@ -126,11 +159,25 @@ func evaluate(ctx context.Context, engine *validate.Engine, w *diskWorld, op, ns
 		}
 	}
 	disks := parseDisks(object)
-	names := make([]string, len(disks))
+	annotated := make([]string, len(disks))
 	for i, d := range disks {
-		names[i] = d.Name
+		annotated[i] = d.Name
 	}
-	input, err := validate.BuildInput(op, ns, name, raw, oldRaw, nil, w.states(ns, name, names))
+	spec, err := json.Marshal(object["spec"])
+	if err != nil {
+		return nil, nil, err
+	}
+	direct, err := validate.ParseVolumeDisks(spec, annotated)
+	if err != nil {
+		return nil, nil, err
+	}
+	targets := validate.ClaimTargets(disks, direct)
+	names := make([]string, len(targets))
+	for i, t := range targets {
+		names[i] = t.Name
+	}
+	states, lapsed := w.states(ns, name, names)
+	input, err := validate.BuildInput(op, ns, name, raw, oldRaw, nil, states)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -149,9 +196,38 @@ func evaluate(ctx context.Context, engine *validate.Engine, w *diskWorld, op, ns
 		warnings = append(warnings, fmt.Sprintf("virtstation policy %s: %s: %s", v.ID, v.Field, v.Message))
 	}
 	if len(denied) == 0 {
-		w.claim(ns, name, disks)
+		w.claim(ns, name, targets, lapsed)
 	}
 	return denied, warnings, nil
+}
+
+// checkUnmanaged is the unmanaged-VM webhook's claim check on obj (old is
+// the stored VM for an UPDATE, or nil).
+func checkUnmanaged(w *diskWorld, obj, old Object, ns, name string) (field.ErrorList, error) {
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	var oldRaw []byte
+	if old != nil {
+		if oldRaw, err = json.Marshal(old); err != nil {
+			return nil, err
+		}
+	}
+	attached, err := validate.UnmanagedAttachments(raw, oldRaw)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(attached))
+	for i, d := range attached {
+		names[i] = d.Name
+	}
+	states, _ := w.states(ns, name, names)
+	var denied field.ErrorList
+	for _, v := range validate.UnmanagedViolations(attached, states) {
+		denied = append(denied, &field.Error{Type: field.ErrorTypeForbidden, Field: v.Field, Detail: v.Message})
+	}
+	return denied, nil
 }
 
 func parseDisks(obj Object) []api.DataDisk {

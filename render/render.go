@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/claims"
 	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/webhooks/mutate"
 	"github.com/virtstation/virtstation/webhooks/validate"
@@ -33,8 +35,14 @@ type Options struct {
 	Namespace string
 	// Policies, when set, judges each admitted VM as the validating webhook
 	// does, with claims taken from the objects' annotations and from the VMs
-	// rendered before it.
+	// rendered before it; unmanaged VMs get the claim check the webhook for
+	// them makes.
 	Policies *validate.Engine
+	// Now is when claims are judged and written; zero means time.Now().
+	Now time.Time
+	// Grace is how long a claim holds before its VM exists; zero means
+	// claims.DefaultGrace, the webhook's default.
+	Grace time.Duration
 }
 
 // Verdict is the outcome for one manifest.
@@ -59,6 +67,14 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 	if ns == "" {
 		ns = "default"
 	}
+	now, grace := opts.Now, opts.Grace
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if grace <= 0 {
+		grace = claims.DefaultGrace
+	}
+	world := newDiskWorld(now, grace)
 	existing := map[string]*kubevirtv1.VirtualMachine{}
 	var order []string
 	add := func(vm *kubevirtv1.VirtualMachine) {
@@ -67,14 +83,19 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 			order = append(order, key)
 		}
 		existing[key] = vm
+		world.setVM(vm)
 	}
-	world := newDiskWorld()
-	for _, obj := range opts.Cluster {
-		world.add(obj, ns)
+	for i, obj := range opts.Cluster {
+		if err := world.add(obj, ns); err != nil {
+			return nil, fmt.Errorf("cluster object %d: %w", i+1, err)
+		}
 	}
-	for _, obj := range opts.Manifests {
-		if !isVM(obj) {
-			world.add(obj, ns)
+	for i, obj := range opts.Manifests {
+		if isVM(obj) {
+			continue
+		}
+		if err := world.add(obj, ns); err != nil {
+			return nil, fmt.Errorf("manifest %d: %w", i+1, err)
 		}
 	}
 	static := mutate.NewStaticCluster(nil)
@@ -110,7 +131,20 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 		v := Verdict{Object: obj, Namespace: vm.Namespace, Name: vm.Name}
 		key := vm.Namespace + "/" + vm.Name
 		if vm.Labels[api.LabelManaged] != api.LabelTrue {
-			out = append(out, v) // the objectSelector keeps it from the webhook
+			// The objectSelector keeps it from the managed webhooks; only the
+			// claim check for unmanaged VMs sees it.
+			if opts.Policies != nil {
+				denied, err := checkUnmanaged(world, obj, findObject(opts.Cluster, key, ns), vm.Namespace, vm.Name)
+				if err != nil {
+					return nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
+				}
+				if len(denied) > 0 {
+					v.Denied, v.Object = denied, nil
+					out = append(out, v)
+					continue
+				}
+			}
+			out = append(out, v)
 			add(vm)
 			continue
 		}

@@ -123,6 +123,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Recorder: mgr.GetEventRecorder("virtstation-policy"), Metrics: policyMetrics,
 		Snapshots: validate.Snapshotter{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), NoDataVolumes: !cdi, Grace: opts.ClaimGrace},
 	})
+	register(validate.UnmanagedVMPath, &validate.UnmanagedVMHandler{
+		Modes: modes, DryRun: policyMetrics.DryRunViolation,
+		Snapshots: validate.Snapshotter{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), NoDataVolumes: !cdi, Grace: opts.ClaimGrace},
+	})
 	register(validate.ConfigMapPath, &validate.ConfigMapValidator{Namespace: opts.Namespace, Reader: mgr.GetAPIReader()})
 	register(claims.DeletionGuardPath, &claims.DeletionGuard{Reader: mgr.GetAPIReader(), Grace: opts.ClaimGrace})
 

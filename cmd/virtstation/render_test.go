@@ -30,6 +30,7 @@ func TestRender(t *testing.T) {
 		"bad-output-format": {args: []string{"-f", "vm.yaml", "-o", "xml"}, wantCode: exitBadInput},
 		"no-file-flag":      {args: nil, wantCode: exitBadInput},
 		"policy-denied":     {args: []string{"-f", "policy-denied.yaml", "--objects", "claimed.yaml"}, wantCode: exitDenied},
+		"claims-bypass":     {args: []string{"-f", "claims-bypass.yaml", "--objects", "claimed.yaml"}, wantCode: exitDenied},
 		"policy-skipped":    {args: []string{"-f", "policy-denied.yaml", "--objects", "claimed.yaml", "--no-policies"}, wantCode: exitOK},
 	}
 	dir := filepath.Join("testdata", "render")

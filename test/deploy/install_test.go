@@ -228,6 +228,9 @@ type webhookRule struct {
 	label       string
 	exists      bool // an Exists expression instead of label=true
 	ownNSAllowd bool // the policy webhook must see the install namespace
+	// unlabelled: the webhook sees the objects NOT labelled label=true
+	// (a NotIn expression), and so must fail open (failurePolicy Ignore).
+	unlabelled bool
 }
 
 var webhookRules = map[string]webhookRule{
@@ -236,6 +239,7 @@ var webhookRules = map[string]webhookRule{
 	"datavolume-delete.validate.virtstation.io": {label: api.LabelDataDisk},
 	"pvc-delete.validate.virtstation.io":        {label: api.LabelDataDisk},
 	"policy.validate.virtstation.io":            {label: api.LabelPolicy, exists: true, ownNSAllowd: true},
+	"vm-unmanaged.validate.virtstation.io":      {label: api.LabelManaged, unlabelled: true},
 }
 
 // checkWebhookConfigurations checks every webhook's selectors, failure
@@ -273,12 +277,17 @@ func (in installation) checkWebhookConfigurations(t *testing.T, webhook *appsv1.
 			continue
 		}
 		// Failing closed is safe only because the objectSelector keeps
-		// everything but Virtstation's own objects out.
-		if h.failure == nil || *h.failure != admissionregistrationv1.Fail {
-			t.Errorf("%s: failurePolicy %v, want Fail", where, h.failure)
+		// everything but Virtstation's own objects out; a webhook that sees
+		// other objects must fail open.
+		wantFailure := admissionregistrationv1.Fail
+		if rule.unlabelled {
+			wantFailure = admissionregistrationv1.Ignore
+		}
+		if h.failure == nil || *h.failure != wantFailure {
+			t.Errorf("%s: failurePolicy %v, want %s", where, h.failure, wantFailure)
 		}
 		if !selectsOnlyLabelled(h.obj, rule) {
-			t.Errorf("%s: objectSelector %+v, want only objects labelled %s", where, h.obj, rule.label)
+			t.Errorf("%s: objectSelector %+v, want only objects labelled %s (or, for %s, only those not labelled so)", where, h.obj, rule.label, h.name)
 		}
 		if h.timeout == nil || *h.timeout < 1 || *h.timeout > 10 {
 			t.Errorf("%s: timeoutSeconds %v, want 1-10", where, h.timeout)
@@ -329,10 +338,15 @@ func (in installation) checkWebhookConfigurations(t *testing.T, webhook *appsv1.
 }
 
 // selectsOnlyLabelled reports whether sel selects exactly the objects with
-// the rule's label (=true, or present).
+// the rule's label (=true, or present), or, for an unlabelled rule, exactly
+// those without label=true.
 func selectsOnlyLabelled(sel *metav1.LabelSelector, rule webhookRule) bool {
 	if sel == nil {
 		return false
+	}
+	if rule.unlabelled {
+		return len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 1 && sel.MatchExpressions[0].Key == rule.label &&
+			sel.MatchExpressions[0].Operator == metav1.LabelSelectorOpNotIn && slices.Equal(sel.MatchExpressions[0].Values, []string{api.LabelTrue})
 	}
 	if rule.exists {
 		return len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 1 &&

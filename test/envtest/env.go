@@ -28,8 +28,9 @@ import (
 // ConfigMaps go there.
 const InstallNamespace = "virtstation-system"
 
-// claimGrace is short in tests so released claims can be observed quickly.
-const claimGrace = 3 * time.Second
+// ClaimGrace is the webhooks' claim grace: short in tests so released
+// claims can be observed quickly.
+const ClaimGrace = 3 * time.Second
 
 // SweepGrace and SweepEvery make the Secret Sweeper observable in tests;
 // the grace still leaves slack for an admission on a loaded machine.
@@ -134,7 +135,7 @@ func (e *Env) startManager(ctx context.Context) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	mctx, cancel := context.WithCancel(ctx)
-	if err := webhooks.Setup(mctx, mgr, webhooks.Options{Namespace: InstallNamespace, ClaimGrace: claimGrace, SweepGrace: SweepGrace, SweepEvery: SweepEvery}); err != nil {
+	if err := webhooks.Setup(mctx, mgr, webhooks.Options{Namespace: InstallNamespace, ClaimGrace: ClaimGrace, SweepGrace: SweepGrace, SweepEvery: SweepEvery}); err != nil {
 		cancel()
 		return fmt.Errorf("set up webhooks: %w", err)
 	}

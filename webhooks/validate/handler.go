@@ -42,7 +42,9 @@ const maxClaimAttempts = 5
 // VMHandler is the validating webhook for managed VirtualMachines: it
 // evaluates the active Rego policy set on the request and the disk/claim
 // snapshot, applies the per-rule enforcement modes, and, when the VM is
-// admitted for real, records its claims on the disks it attaches. Safe for
+// admitted for real, records its claims on the disks it attaches: those of
+// its virtstation.io/data-disks annotation, and the labelled data disks its
+// volumes or dataVolumeTemplates name directly. Safe for
 // concurrent use.
 type VMHandler struct {
 	Engine    *Engine
@@ -89,9 +91,10 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 	}
 	self := types.NamespacedName{Namespace: req.Namespace, Name: r.Name}
 	disks, _ := api.ParseDataDisks(r.DataDisksSpec(), dataDisksPath)
-	names := make([]string, len(disks))
-	for i, d := range disks {
-		names[i] = d.Name
+	targets := ClaimTargets(disks, r.VolumeDisks())
+	names := make([]string, len(targets))
+	for i, t := range targets {
+		names[i] = t.Name
 	}
 	log := logf.FromContext(ctx).WithValues("uid", req.UID, "vm", self.String())
 	dryRun := req.DryRun != nil && *req.DryRun
@@ -144,7 +147,7 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 				return withWarnings(resp, warnings)
 			}
 		}
-		err = h.claim(ctx, self, disks, snap, now)
+		err = h.claim(ctx, self, targets, snap, now)
 		if errors.Is(err, claims.ErrConflict) || errors.Is(err, claims.ErrClaimed) {
 			log.V(1).Info("claim race lost; re-reading", "attempt", attempt, "reason", err.Error())
 			continue
@@ -159,25 +162,51 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 		"the data disks' claims kept changing while this VM was admitted (rule: disk-claim; fix: try again)")})
 }
 
-// claim records self's claim on each attached disk that exists, replacing
+// ClaimTarget is a disk an admitted managed VM claims.
+type ClaimTarget struct {
+	// Name is the DataVolume or PVC.
+	Name string
+	// ReadOnly: the claim is a read-only one.
+	ReadOnly bool
+	// Direct: named by a volume or dataVolumeTemplate, not the annotation;
+	// claimed only when it is a labelled data disk.
+	Direct bool
+}
+
+// ClaimTargets lists the disks a managed VM claims: those of its
+// data-disks annotation, in order, then those its volumes attach directly
+// (which never repeat an annotated name). `virtstation render` claims the
+// same.
+func ClaimTargets(disks []api.DataDisk, direct []VolumeDisk) []ClaimTarget {
+	out := make([]ClaimTarget, 0, len(disks)+len(direct))
+	for _, d := range disks {
+		out = append(out, ClaimTarget{Name: d.Name, ReadOnly: d.ReadOnly || d.Type == api.DiskTypeCDROM})
+	}
+	for _, d := range direct {
+		out = append(out, ClaimTarget{Name: d.Name, ReadOnly: d.ReadOnly, Direct: true})
+	}
+	return out
+}
+
+// claim records self's claim on each target disk that exists (and, for a
+// disk its volumes name directly, is labelled a data disk), replacing
 // claims the snapshot found dead in the same conditional write. The disks
-// are distinct objects (ParseDataDisks never repeats a name), so their
-// writes run concurrently; each is conditional on the resourceVersion it
-// was read at. All writes finish before claim returns, and the error is
-// that of the first failed disk in annotation order, as if they had been
-// written one after another: a lost race (ErrConflict, ErrClaimed) makes
-// the caller re-read and re-evaluate, anything else is an internal error.
-func (h *VMHandler) claim(ctx context.Context, self types.NamespacedName, disks []api.DataDisk, snap Snapshot, now time.Time) error {
-	errs := make([]error, len(disks))
+// are distinct objects (targets never repeat a name), so their writes run
+// concurrently; each is conditional on the resourceVersion it was read at.
+// All writes finish before claim returns, and the error is that of the
+// first failed disk in target order, as if they had been written one after
+// another: a lost race (ErrConflict, ErrClaimed) makes the caller re-read
+// and re-evaluate, anything else is an internal error.
+func (h *VMHandler) claim(ctx context.Context, self types.NamespacedName, targets []ClaimTarget, snap Snapshot, now time.Time) error {
+	errs := make([]error, len(targets))
 	var wg sync.WaitGroup
-	for i, d := range disks {
-		obj, ok := snap.Objects[d.Name]
-		if !ok {
+	for i, t := range targets {
+		obj, ok := snap.Objects[t.Name]
+		if !ok || (t.Direct && !snap.States[t.Name].Labelled) {
 			continue
 		}
-		readOnly := d.ReadOnly || d.Type == api.DiskTypeCDROM
 		wg.Go(func() {
-			errs[i] = claims.Claim(ctx, h.Client, obj, self, readOnly, now, claims.Replacing(snap.Dead[d.Name]...))
+			errs[i] = claims.Claim(ctx, h.Client, obj, self, t.ReadOnly, now, claims.Replacing(snap.Dead[t.Name]...))
 		})
 	}
 	wg.Wait()

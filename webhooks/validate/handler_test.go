@@ -42,13 +42,18 @@ func labelledPVC(name string, ann map[string]string) *corev1.PersistentVolumeCla
 	}}
 }
 
-func vmRequest(t *testing.T, name string, annotations map[string]string, dryRun bool) admission.Request {
+func vmRequest(t *testing.T, name string, annotations map[string]string, dryRun bool, pvcs ...string) admission.Request {
 	t.Helper()
+	volumes := []any{}
+	for _, p := range pvcs {
+		volumes = append(volumes, map[string]any{"name": "v-" + p, "persistentVolumeClaim": map[string]any{"claimName": p}})
+	}
 	vm := map[string]any{
 		"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
 		"metadata": map[string]any{"name": name, "namespace": "ns", "annotations": annotations,
 			"labels": map[string]any{api.LabelManaged: api.LabelTrue}},
-		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"domain": map[string]any{"devices": map[string]any{}}}}},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"domain": map[string]any{"devices": map[string]any{}}, "volumes": volumes}}},
 	}
 	raw, err := json.Marshal(vm)
 	if err != nil {
@@ -68,7 +73,11 @@ func TestVMHandler(t *testing.T) {
 	if _, err := engine.Load(ctx, ShippedModules()); err != nil {
 		t.Fatal(err)
 	}
-	holder := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "holder"}}
+	holder := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "holder"},
+		Spec: kubevirtv1.VirtualMachineSpec{Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: kubevirtv1.VirtualMachineInstanceSpec{
+			Volumes: []kubevirtv1.Volume{{Name: "v", VolumeSource: kubevirtv1.VolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
+				PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "taken"}}}}},
+		}}}}
 	old := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	cases := map[string]struct {
 		req         admission.Request
@@ -99,6 +108,16 @@ func TestVMHandler(t *testing.T) {
 			req: vmRequest(t, "vm", map[string]string{api.AnnotationDataDisks: "taken:/data"}, false), wantCode: http.StatusForbidden,
 			wantMessage: "ns/holder",
 		},
+		"a disk another VM holds, named directly in a volume, is denied naming the volume": {
+			req: vmRequest(t, "vm", nil, false, "root", "taken"), wantCode: http.StatusForbidden,
+			wantMessage: `spec.template.spec.volumes[1].persistentVolumeClaim.claimName: Forbidden: data disk "taken" is attached writable to VM ns/holder (rule: disk-claim; fix: remove volume "v-taken" from this VM`,
+		},
+		"a free data disk named directly in a volume is claimed; an unlabelled PVC is left alone": {
+			req: vmRequest(t, "vm", nil, false, "root", "free"), wantAllowed: true, wantClaim: "ns/vm",
+		},
+		"a stale claim on a disk named directly is replaced": {
+			req: vmRequest(t, "vm", nil, false, "stale"), wantAllowed: true, wantStale: "ns/vm",
+		},
 		"a free disk is admitted and claimed": {
 			req: vmRequest(t, "vm", map[string]string{api.AnnotationDataDisks: "free:/data"}, false), wantAllowed: true, wantClaim: "ns/vm",
 		},
@@ -123,6 +142,7 @@ func TestVMHandler(t *testing.T) {
 				labelledPVC("free", nil),
 				labelledPVC("taken", map[string]string{claims.AnnotationClaimedBy: "ns/holder", claims.AnnotationClaimedAt: old}),
 				labelledPVC("stale", map[string]string{claims.AnnotationClaimedBy: "ns/gone", claims.AnnotationClaimedAt: old}),
+				&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "root"}},
 			).Build()
 			modes := &atomic.Pointer[Modes]{}
 			modes.Store(&tc.modes)
@@ -164,6 +184,13 @@ func TestVMHandler(t *testing.T) {
 			wantStale := tc.wantStale
 			if wantStale == "" {
 				wantStale = "ns/gone"
+			}
+			var root corev1.PersistentVolumeClaim
+			if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "root"}, &root); err != nil {
+				t.Fatal(err)
+			}
+			if s := claims.Read(&root); !s.Empty() {
+				t.Errorf("unlabelled PVC root got claims %+v, want none", s)
 			}
 			var stale corev1.PersistentVolumeClaim
 			if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "stale"}, &stale); err != nil {

@@ -13,9 +13,9 @@ import (
 	"github.com/virtstation/virtstation/api"
 )
 
-// DiskState is what the webhook knows about one data disk named in the VM's
-// virtstation.io/data-disks annotation, read from informer caches: input.disks
-// in the policies.
+// DiskState is what the webhook knows about one disk named in the VM's
+// virtstation.io/data-disks annotation or attached by its volumes (see
+// VolumeDisk), read from informer caches: input.disks in the policies.
 type DiskState struct {
 	// Exists: a DataVolume or PVC of that name exists in the VM's namespace.
 	Exists bool `json:"exists"`
@@ -25,8 +25,9 @@ type DiskState struct {
 	Kind string `json:"kind"`
 	// ClaimedBy is the VM ("ns/name") holding the writable claim, if any.
 	ClaimedBy string `json:"claimedBy"`
-	// ClaimLive: that claim still holds (its VM exists, a VMI uses the disk,
-	// or it is younger than the grace period).
+	// ClaimLive: that claim still holds (claims.Live: its VM exists and
+	// attaches the disk, a VMI uses the disk, or it is younger than the
+	// grace period).
 	ClaimLive bool `json:"claimLive"`
 	// SharedBy are the live read-only claims ("ns/name"), other than this VM.
 	SharedBy []string `json:"sharedBy"`
@@ -71,6 +72,8 @@ var (
 	termType      = ast.StringTerm("type")
 	termBus       = ast.StringTerm("bus")
 	termReadOnly  = ast.StringTerm("readOnly")
+	termField     = ast.StringTerm("field")
+	termVolume    = ast.StringTerm("volume")
 )
 
 // astValue is value() as a Rego value, built directly: converting the map
@@ -111,13 +114,16 @@ var dataDisksPath = field.NewPath("metadata", "annotations").Key(api.AnnotationD
 //
 //	{operation, namespace, name, object, oldObject, userInfo,
 //	 dataDisks: [{index, name, mountPath, type, bus, readOnly}],
+//	 volumeDisks: [{index, name, field, volume, readOnly}],
 //	 disks: {<name>: DiskState}}
 //
 // object and oldObject are the raw JSON of the request (oldObject may be
 // empty). namespace and name default to the object's own. dataDisks is the
 // parsed virtstation.io/data-disks annotation, with defaults filled in; it
 // is empty when the annotation is absent or does not parse (the mutating
-// webhook denies those). userInfo is the admission request's user (any
+// webhook denies those). volumeDisks are the disks the object's volumes and
+// dataVolumeTemplates attach outside the annotation (ParseVolumeDisks), each
+// with the field path that names it. userInfo is the admission request's user (any
 // JSON-encodable value, or nil). The result holds only JSON-like values, so
 // it converts to a Rego value quickly; BuildInput never panics.
 //
@@ -136,6 +142,15 @@ func BuildInput(op, namespace, name string, object, oldObject []byte, userInfo a
 	r.metadataValue = objMap["metadata"]
 	r.metadata, _ = r.metadataValue.(map[string]any)
 	r.defaultNames(namespace, name)
+	if spec, ok := objMap["spec"]; ok {
+		raw, err := json.Marshal(spec)
+		if err != nil {
+			return nil, fmt.Errorf("encode spec: %w", err)
+		}
+		if err := r.parseVolumes(raw); err != nil {
+			return nil, err
+		}
+	}
 	return r.Input(disks)
 }
 
@@ -163,6 +178,8 @@ type Request struct {
 	// object), and metadataValue as it is in the input document.
 	metadata      map[string]any
 	metadataValue any
+	// volumeDisks are the disks the spec attaches outside the annotation.
+	volumeDisks []VolumeDisk
 }
 
 // DecodeRequest reads the request's object. It fails when object is not
@@ -188,7 +205,32 @@ func DecodeRequest(op, namespace, name string, object, oldObject []byte, userInf
 		r.metadata, _ = v.(map[string]any)
 	}
 	r.defaultNames(namespace, name)
+	if err := r.parseVolumes(fields["spec"]); err != nil {
+		return Request{}, err
+	}
 	return r, nil
+}
+
+// parseVolumes reads the disks the spec attaches outside the annotation.
+func (r *Request) parseVolumes(spec []byte) error {
+	var annotated []string
+	if disks, errs := api.ParseDataDisks(r.DataDisksSpec(), dataDisksPath); len(errs) == 0 {
+		for _, d := range disks {
+			annotated = append(annotated, d.Name)
+		}
+	}
+	v, err := ParseVolumeDisks(spec, annotated)
+	if err != nil {
+		return fmt.Errorf("decode object: %w", err)
+	}
+	r.volumeDisks = v
+	return nil
+}
+
+// VolumeDisks are the disks the object's volumes and dataVolumeTemplates
+// attach that its virtstation.io/data-disks annotation does not name.
+func (r Request) VolumeDisks() []VolumeDisk {
+	return r.volumeDisks
 }
 
 // defaultNames sets Namespace and Name, defaulting to the object's own.
@@ -299,6 +341,13 @@ func (r Request) input(disks map[string]DiskState, reads *inputShape) (map[strin
 			in["dataDisks"] = dataDisksValue(r.DataDisksSpec())
 		}
 	}
+	if read("volumeDisks") {
+		if reads != nil {
+			in["volumeDisks"] = volumeDisksAST(r.volumeDisks)
+		} else {
+			in["volumeDisks"] = volumeDisksValue(r.volumeDisks)
+		}
+	}
 	if read("disks") {
 		if reads != nil {
 			in["disks"] = disksValue(disks)
@@ -353,6 +402,36 @@ func dataDisksAST(spec string) ast.Value {
 			[2]*ast.Term{termMountPath, ast.StringTerm(d.MountPath)},
 			[2]*ast.Term{termType, ast.StringTerm(string(d.Type))},
 			[2]*ast.Term{termBus, ast.StringTerm(d.Bus)},
+			[2]*ast.Term{termReadOnly, ast.InternedTerm(d.ReadOnly)},
+		)
+	}
+	return ast.NewArray(terms...)
+}
+
+// volumeDisksValue is the input's volumeDisks list.
+func volumeDisksValue(disks []VolumeDisk) []any {
+	out := make([]any, len(disks))
+	for i, d := range disks {
+		out[i] = map[string]any{
+			"index":    i,
+			"name":     d.Name,
+			"field":    d.Field,
+			"volume":   d.Volume,
+			"readOnly": d.ReadOnly,
+		}
+	}
+	return out
+}
+
+// volumeDisksAST is volumeDisksValue as a Rego value.
+func volumeDisksAST(disks []VolumeDisk) ast.Value {
+	terms := make([]*ast.Term, len(disks))
+	for i, d := range disks {
+		terms[i] = ast.ObjectTerm(
+			[2]*ast.Term{termIndex, ast.InternedTerm(i)},
+			[2]*ast.Term{termName, ast.StringTerm(d.Name)},
+			[2]*ast.Term{termField, ast.StringTerm(d.Field)},
+			[2]*ast.Term{termVolume, ast.StringTerm(d.Volume)},
 			[2]*ast.Term{termReadOnly, ast.InternedTerm(d.ReadOnly)},
 		)
 	}

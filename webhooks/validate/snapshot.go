@@ -60,41 +60,27 @@ func (s Snapshotter) Snapshot(ctx context.Context, namespace string, self types.
 		if err != nil {
 			return Snapshot{}, err
 		}
-		st := DiskState{UsedBy: usedBy(vmis.Items, name, self)}
-		if obj == nil {
-			snap.States[name] = st
-			continue
-		}
-		snap.Objects[name] = obj
-		st.Exists, st.Kind = true, kind
-		st.Labelled = obj.GetLabels()[api.LabelDataDisk] == api.LabelTrue
-		c := claims.Read(obj)
-		inUse := len(st.UsedBy) > 0
-		if c.ClaimedBy != "" && c.ClaimedBy != self.String() {
-			live, err := s.live(ctx, r, c.ClaimedBy, c.ClaimedAt, inUse, now)
-			if err != nil {
-				return Snapshot{}, err
-			}
-			st.ClaimedBy, st.ClaimLive = c.ClaimedBy, live
-			if !live {
-				snap.Dead[name] = append(snap.Dead[name], c.ClaimedBy)
+		f := DiskFacts{Kind: kind, UsedBy: usedBy(vmis.Items, name, self)}
+		if obj != nil {
+			snap.Objects[name] = obj
+			f.Labelled = obj.GetLabels()[api.LabelDataDisk] == api.LabelTrue
+			f.Claims = claims.Read(obj)
+			f.Claimants = map[string]claims.Facts{}
+			key := types.NamespacedName{Namespace: namespace, Name: name}
+			for _, holder := range f.Claims.Holders() {
+				if holder == self.String() {
+					continue
+				}
+				if f.Claimants[holder], err = claims.ClaimantFacts(ctx, r, holder, key); err != nil {
+					return Snapshot{}, fmt.Errorf("read claimant of %s: %w", name, err)
+				}
 			}
 		}
-		for _, reader := range c.SharedBy {
-			if reader == self.String() {
-				continue
-			}
-			live, err := s.live(ctx, r, reader, c.ClaimedAt, inUse, now)
-			if err != nil {
-				return Snapshot{}, err
-			}
-			if live {
-				st.SharedBy = append(st.SharedBy, reader)
-			} else {
-				snap.Dead[name] = append(snap.Dead[name], reader)
-			}
-		}
+		st, lapsed := JudgeDisk(f, self.String(), now, s.grace())
 		snap.States[name] = st
+		if len(lapsed) > 0 {
+			snap.Dead[name] = lapsed
+		}
 	}
 	return snap, nil
 }
@@ -121,27 +107,6 @@ func (s Snapshotter) readDisk(ctx context.Context, r client.Reader, namespace, n
 		return nil, "", fmt.Errorf("read PVC %s: %w", name, err)
 	}
 	return nil, "", nil
-}
-
-// live reports whether a claim by claimant ("ns/vm") still holds, as the
-// claims Releaser judges it: it is younger than the grace period, a VMI uses
-// the disk, or the claimant VM exists.
-func (s Snapshotter) live(ctx context.Context, r client.Reader, claimant string, at time.Time, inUse bool, now time.Time) (bool, error) {
-	if now.Sub(at) < s.grace() || inUse {
-		return true, nil
-	}
-	vm, ok := claims.ParseName(claimant)
-	if !ok {
-		return false, nil
-	}
-	err := r.Get(ctx, vm, &kubevirtv1.VirtualMachine{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("read claimant %s: %w", claimant, err)
-	}
-	return true, nil
 }
 
 func (s Snapshotter) grace() time.Duration {
