@@ -119,21 +119,7 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 			log.Error(err, "evaluate policies")
 			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not evaluate its policies; see the webhook log for request %s", req.UID))
 		}
-		modes := Modes{}
-		if m := h.Modes.Load(); m != nil {
-			modes = *m
-		}
-		deny, warn, observed := modes.Apply(decision)
-		for _, v := range observed {
-			log.Info("policy violation in dryrun mode", "rule", v.ID, "field", v.Field, "message", v.Message)
-			if h.DryRun != nil {
-				h.DryRun(v)
-			}
-		}
-		warnings := make([]string, 0, len(warn))
-		for _, v := range warn {
-			warnings = append(warnings, fmt.Sprintf("virtstation policy %s: %s: %s", v.ID, v.Field, v.Message))
-		}
+		deny, warnings := enforce(log, h.Modes, h.DryRun, decision)
 		if len(deny) > 0 {
 			resp := mutate.Deny(violationErrors(deny))
 			resp.Warnings = warnings

@@ -1,8 +1,12 @@
 package validate
 
 import (
+	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -100,4 +104,26 @@ func (m Modes) String() string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ", ")
+}
+
+// enforce applies the active modes (nil: every rule denies) to d. It tells
+// report (and the log) about each violation of a rule in dryrun mode, and
+// returns the violations that deny and the admission warnings.
+func enforce(log logr.Logger, active *atomic.Pointer[Modes], report func(Violation), d Decision) (deny []Violation, warnings []string) {
+	modes := Modes{}
+	if m := active.Load(); m != nil {
+		modes = *m
+	}
+	deny, warn, observed := modes.Apply(d)
+	for _, v := range observed {
+		log.Info("policy violation in dryrun mode", "rule", v.ID, "field", v.Field, "message", v.Message)
+		if report != nil {
+			report(v)
+		}
+	}
+	warnings = make([]string, 0, len(warn))
+	for _, v := range warn {
+		warnings = append(warnings, fmt.Sprintf("virtstation policy %s: %s: %s", v.ID, v.Field, v.Message))
+	}
+	return deny, warnings
 }

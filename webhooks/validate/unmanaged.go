@@ -126,21 +126,7 @@ func (h *UnmanagedVMHandler) Handle(ctx context.Context, req admission.Request) 
 	if err != nil {
 		return unchecked(err, "read disk state")
 	}
-	modes := Modes{}
-	if m := h.Modes.Load(); m != nil {
-		modes = *m
-	}
-	deny, warn, observed := modes.Apply(Decision{Deny: UnmanagedViolations(attached, snap.States)})
-	for _, v := range observed {
-		log.Info("policy violation in dryrun mode", "rule", v.ID, "field", v.Field, "message", v.Message)
-		if h.DryRun != nil {
-			h.DryRun(v)
-		}
-	}
-	warnings := make([]string, 0, len(warn))
-	for _, v := range warn {
-		warnings = append(warnings, fmt.Sprintf("virtstation policy %s: %s: %s", v.ID, v.Field, v.Message))
-	}
+	deny, warnings := enforce(log, h.Modes, h.DryRun, Decision{Deny: UnmanagedViolations(attached, snap.States)})
 	if len(deny) > 0 {
 		resp := mutate.Deny(violationErrors(deny))
 		resp.Warnings = warnings
