@@ -107,6 +107,7 @@ fuzz:
 	$(GO) test ./api -run '^$$' -fuzz FuzzParseGPUs -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./cloudinit -run '^$$' -fuzz FuzzMerge -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./cloudinit -run '^$$' -fuzz FuzzSplit -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./cloudinit -run '^$$' -fuzz FuzzCheckCloudConfig -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./sshkeys -run '^$$' -fuzz FuzzCollect -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./claims -run '^$$' -fuzz FuzzRead -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./webhooks/validate -run '^$$' -fuzz FuzzBuildInput -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
