@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -41,7 +42,8 @@ func (v Verifier) Verify(ctx context.Context, op admissionv1.Operation, key type
 	}
 	stored, err := v.stored(ctx, key)
 	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not read VirtualMachine %s to check the request: %w", key, err)), false
+		logf.FromContext(ctx).Error(err, "read the stored VM to check the request", "vm", key.String())
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not read VirtualMachine %s to check the request; see the webhook log", key)), false
 	}
 	verdict := Decide(op, old, stored)
 	if verdict == Genuine {
@@ -54,13 +56,10 @@ func (v Verifier) Verify(ctx context.Context, op admissionv1.Operation, key type
 // API server itself would give (AlreadyExists, Conflict), so clients that
 // retry on a conflict retry.
 func Response(v Verdict, key types.NamespacedName) admission.Response {
-	status := &metav1.Status{Status: metav1.StatusFailure, Message: v.Message(key),
+	status := &metav1.Status{Status: metav1.StatusFailure, Message: v.Message(key), Code: http.StatusConflict, Reason: metav1.StatusReasonConflict,
 		Details: &metav1.StatusDetails{Name: key.Name, Group: kubevirtv1.GroupVersion.Group, Kind: "virtualmachines"}}
-	switch v {
-	case Exists:
-		status.Code, status.Reason = http.StatusConflict, metav1.StatusReasonAlreadyExists
-	default:
-		status.Code, status.Reason = http.StatusConflict, metav1.StatusReasonConflict
+	if v == Exists {
+		status.Reason = metav1.StatusReasonAlreadyExists
 	}
 	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: status}}
 }
