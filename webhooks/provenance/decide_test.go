@@ -1,9 +1,13 @@
 package provenance
 
 import (
+	"net/http"
+	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestDecide(t *testing.T) {
@@ -27,6 +31,26 @@ func TestDecide(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := Decide(tc.op, tc.old, tc.stored); got != tc.want {
 				t.Errorf("Decide = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestResponse(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "dev"}
+	cases := map[string]struct {
+		v          Verdict
+		wantReason metav1.StatusReason
+		wantText   string
+	}{
+		"a taken name is AlreadyExists": {v: Exists, wantReason: metav1.StatusReasonAlreadyExists, wantText: `virtualmachines.kubevirt.io "dev" already exists`},
+		"a stale update is a Conflict":  {v: Stale, wantReason: metav1.StatusReasonConflict, wantText: "fix: try again"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			resp := Response(tc.v, key)
+			if resp.Allowed || resp.Result.Code != http.StatusConflict || resp.Result.Reason != tc.wantReason || !strings.Contains(resp.Result.Message, tc.wantText) {
+				t.Errorf("Response = allowed %v, %d %s %q; want refused, 409 %s containing %q", resp.Allowed, resp.Result.Code, resp.Result.Reason, resp.Result.Message, tc.wantReason, tc.wantText)
 			}
 		})
 	}
