@@ -9,7 +9,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -162,7 +161,6 @@ type route struct {
 // routes is the whole HTTP surface, in one table.
 func (s *Server) routes() *http.ServeMux {
 	const vm = "/api/v1/namespaces/{namespace}/virtualmachines/{name}"
-	const vmi = "/apis/subresources.kubevirt.io/v1/namespaces/{namespace}/virtualmachineinstances/{name}"
 	table := []route{
 		{"GET " + vm + "/console", s.session(modeConsole, true)},
 		{"GET " + vm + "/vnc", s.session(modeVNC, true)},
@@ -170,17 +168,28 @@ func (s *Server) routes() *http.ServeMux {
 		{"GET " + vm + "/sessions", s.listSessions},
 		{"POST " + vm + "/sessions/{mode}/takeover", s.takeOver},
 		{"POST " + vm + "/restart", s.restart},
-		// KubeVirt's own paths, so KubeVirt UIs can point at the bridge.
-		{"GET " + vmi + "/console", s.session(modeConsole, false)},
-		{"GET " + vmi + "/vnc", s.session(modeVNC, false)},
+		// KubeVirt's own paths, with KubeVirt's meaning, so that virtctl and
+		// KubeVirt UIs can point at the bridge unchanged (kubevirt.go).
+		{"GET /apis/" + subresourcesGroup, s.discoverGroup},
+		{"GET /apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachineinstances/{name}", s.getVMI},
 		{"GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) }},
 		{"GET /readyz", s.readyz},
+	}
+	for _, v := range kubeVirtVersions {
+		group := "/apis/" + subresourcesGroup + "/" + v
+		vmi := group + "/namespaces/{namespace}/virtualmachineinstances/{name}"
+		table = append(table,
+			route{"GET " + group, s.discoverVersion(v)},
+			route{"GET " + group + "/version", s.kubeVirtVersion},
+			route{"GET " + vmi + "/console", s.session(modeConsole, false)},
+			route{"GET " + vmi + "/vnc", s.session(modeVNC, false)},
+			route{"GET " + vmi + "/vnc/screenshot", s.screenshot},
+		)
 	}
 	mux := http.NewServeMux()
 	for _, r := range table {
 		mux.HandleFunc(r.pattern, r.handler)
 	}
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.deps.Gatherer, promhttp.HandlerOpts{}))
 	mux.Handle("GET /ui/", ui.Handler())
 	return mux
 }

@@ -27,6 +27,10 @@ type sessionList struct {
 // may see it.
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if p := s.checkNames(r); p != nil {
+		p.write(w)
+		return
+	}
 	if _, _, p := s.who(r, auth.ViewAccess(ns, name)); p != nil {
 		p.write(w)
 		return
@@ -52,6 +56,10 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 // caller's next connection. The caller needs the mode's own permission.
 func (s *Server) takeOver(w http.ResponseWriter, r *http.Request) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if p := s.checkNames(r); p != nil {
+		p.write(w)
+		return
+	}
 	m, ok := modes[r.PathValue("mode")]
 	if !ok {
 		problemf(http.StatusNotFound, ReasonBadRequest, "no session mode %q; use console, vnc or ssh", r.PathValue("mode")).write(w)
@@ -81,6 +89,10 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request) {
 // restart calls KubeVirt's restart subresource for a user allowed to.
 func (s *Server) restart(w http.ResponseWriter, r *http.Request) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if p := s.checkNames(r); p != nil {
+		p.write(w)
+		return
+	}
 	user, _, p := s.who(r, auth.RestartAccess(ns, name))
 	if p != nil {
 		p.write(w)

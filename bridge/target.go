@@ -21,8 +21,9 @@ type target struct {
 }
 
 // resolve reads the VM (when byVM) and its VMI, and explains why a session
-// cannot start: not found, stopped, not running yet.
-func resolve(ctx context.Context, c client.Reader, namespace, name string, byVM bool) (target, *Problem) {
+// cannot start: not found, stopped, not running yet. On KubeVirt's own
+// paths (byVM false) the explanation has KubeVirt's status (see kubeVirtClassify).
+func resolve(ctx context.Context, c client.Reader, namespace, name string, byVM bool, m mode) (target, *Problem) {
 	var t target
 	key := types.NamespacedName{Namespace: namespace, Name: name}
 	if byVM {
@@ -41,17 +42,40 @@ func resolve(ctx context.Context, c client.Reader, namespace, name string, byVM 
 		vmi = nil
 	}
 	t.VMI = vmi
-	return t, classify(namespace, name, t.VM, vmi, byVM)
+	if !byVM {
+		return t, kubeVirtClassify(namespace, name, vmi, m)
+	}
+	return t, classify(namespace, name, vmi)
 }
 
-// classify is the pure decision: can a console, display or shell be opened?
-func classify(namespace, name string, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, byVM bool) *Problem {
+// kubeVirtClassify answers as KubeVirt's virt-api does on its own paths, so
+// that KubeVirt's clients behave as they do without the bridge: no VMI is
+// 404; a VMI that is not running is 400, on which virtctl console waits and
+// retries until its --timeout; a failed VMI's console is 409 (virt-api's
+// validateVMIForConsole), on which virtctl gives up at once.
+func kubeVirtClassify(namespace, name string, vmi *kubevirtv1.VirtualMachineInstance, m mode) *Problem {
+	if vmi == nil {
+		return problemf(http.StatusNotFound, ReasonVMNotFound, "VirtualMachineInstance %s/%s not found; start the VM (virtctl start %s -n %s)", namespace, name, name, namespace)
+	}
+	if vmi.Status.Phase == kubevirtv1.Running {
+		return nil
+	}
+	phase := string(vmi.Status.Phase)
+	if phase == "" {
+		phase = "Pending"
+	}
+	if vmi.Status.Phase == kubevirtv1.Failed && m.name == modeConsole.name {
+		return problemf(http.StatusConflict, ReasonVMStopped, "VMI %s/%s has failed; start the VM again", namespace, name)
+	}
+	return problemf(http.StatusBadRequest, ReasonVMINotRunning, "VMI %s/%s is not running (phase %s); virtctl waits for it with --timeout", namespace, name, phase)
+}
+
+// classify is the pure decision on the bridge's own VM paths: can a
+// console, display or shell be opened? (The VM exists: resolve read it.)
+func classify(namespace, name string, vmi *kubevirtv1.VirtualMachineInstance) *Problem {
 	if vmi == nil || vmi.DeletionTimestamp != nil && vmi.Status.Phase != kubevirtv1.Running {
-		if byVM {
-			return &Problem{Status: http.StatusPreconditionFailed, Reason: ReasonVMStopped,
-				Message: fmt.Sprintf("VM %s/%s is stopped; start it (virtctl start %s -n %s) and try again", namespace, name, name, namespace)}
-		}
-		return problemf(http.StatusNotFound, ReasonVMNotFound, "VirtualMachineInstance %s/%s not found", namespace, name)
+		return &Problem{Status: http.StatusPreconditionFailed, Reason: ReasonVMStopped,
+			Message: fmt.Sprintf("VM %s/%s is stopped; start it (virtctl start %s -n %s) and try again", namespace, name, name, namespace)}
 	}
 	switch vmi.Status.Phase {
 	case kubevirtv1.Running:

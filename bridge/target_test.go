@@ -8,38 +8,65 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 )
 
+func vmiIn(phase kubevirtv1.VirtualMachineInstancePhase) *kubevirtv1.VirtualMachineInstance {
+	return &kubevirtv1.VirtualMachineInstance{Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: phase}}
+}
+
 func TestClassify(t *testing.T) {
-	vm := &kubevirtv1.VirtualMachine{}
-	vmi := func(phase kubevirtv1.VirtualMachineInstancePhase) *kubevirtv1.VirtualMachineInstance {
-		return &kubevirtv1.VirtualMachineInstance{Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: phase}}
-	}
-	deleting := vmi(kubevirtv1.Scheduled)
+	deleting := vmiIn(kubevirtv1.Scheduled)
 	deleting.DeletionTimestamp = &metav1.Time{}
 	cases := map[string]struct {
 		vmi        *kubevirtv1.VirtualMachineInstance
-		byVM       bool
 		wantStatus int
 		wantReason string
 	}{
-		"running":                     {vmi: vmi(kubevirtv1.Running), byVM: true},
-		"stopped VM":                  {byVM: true, wantStatus: http.StatusPreconditionFailed, wantReason: ReasonVMStopped},
-		"no VMI on KubeVirt's path":   {wantStatus: http.StatusNotFound, wantReason: ReasonVMNotFound},
-		"scheduling":                  {vmi: vmi(kubevirtv1.Scheduling), byVM: true, wantStatus: http.StatusServiceUnavailable, wantReason: ReasonVMINotRunning},
-		"no phase yet":                {vmi: vmi(""), byVM: true, wantStatus: http.StatusServiceUnavailable, wantReason: ReasonVMINotRunning},
-		"shut down inside the guest":  {vmi: vmi(kubevirtv1.Succeeded), byVM: true, wantStatus: http.StatusPreconditionFailed, wantReason: ReasonVMStopped},
-		"failed":                      {vmi: vmi(kubevirtv1.Failed), byVM: true, wantStatus: http.StatusPreconditionFailed, wantReason: ReasonVMStopped},
-		"being deleted before it ran": {vmi: deleting, byVM: true, wantStatus: http.StatusPreconditionFailed, wantReason: ReasonVMStopped},
+		"running":                     {vmi: vmiIn(kubevirtv1.Running)},
+		"stopped VM":                  {wantStatus: http.StatusPreconditionFailed, wantReason: ReasonVMStopped},
+		"scheduling":                  {vmi: vmiIn(kubevirtv1.Scheduling), wantStatus: http.StatusServiceUnavailable, wantReason: ReasonVMINotRunning},
+		"no phase yet":                {vmi: vmiIn(""), wantStatus: http.StatusServiceUnavailable, wantReason: ReasonVMINotRunning},
+		"shut down inside the guest":  {vmi: vmiIn(kubevirtv1.Succeeded), wantStatus: http.StatusPreconditionFailed, wantReason: ReasonVMStopped},
+		"failed":                      {vmi: vmiIn(kubevirtv1.Failed), wantStatus: http.StatusPreconditionFailed, wantReason: ReasonVMStopped},
+		"being deleted before it ran": {vmi: deleting, wantStatus: http.StatusPreconditionFailed, wantReason: ReasonVMStopped},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p := classify("team-a", "ws1", vm, tc.vmi, tc.byVM)
-			switch {
-			case tc.wantStatus == 0 && p != nil:
-				t.Fatalf("classify = %v, want a session", p)
-			case tc.wantStatus != 0 && (p == nil || p.Status != tc.wantStatus || p.Reason != tc.wantReason):
-				t.Fatalf("classify = %+v, want %d %s", p, tc.wantStatus, tc.wantReason)
-			}
+			checkProblem(t, classify("team-a", "ws1", tc.vmi), tc.wantStatus, tc.wantReason)
 		})
+	}
+}
+
+// TestKubeVirtClassify holds the bridge to virt-api's answers on KubeVirt's
+// own paths (pkg/virt-api/rest/console.go and vnc.go in KubeVirt v1.9.0):
+// virtctl console retries only on 400.
+func TestKubeVirtClassify(t *testing.T) {
+	cases := map[string]struct {
+		vmi        *kubevirtv1.VirtualMachineInstance
+		m          mode
+		wantStatus int
+		wantReason string
+	}{
+		"running":               {vmi: vmiIn(kubevirtv1.Running), m: modeConsole},
+		"no VMI":                {m: modeVNC, wantStatus: http.StatusNotFound, wantReason: ReasonVMNotFound},
+		"scheduling":            {vmi: vmiIn(kubevirtv1.Scheduling), m: modeConsole, wantStatus: http.StatusBadRequest, wantReason: ReasonVMINotRunning},
+		"no phase yet, VNC":     {vmi: vmiIn(""), m: modeVNC, wantStatus: http.StatusBadRequest, wantReason: ReasonVMINotRunning},
+		"succeeded":             {vmi: vmiIn(kubevirtv1.Succeeded), m: modeConsole, wantStatus: http.StatusBadRequest, wantReason: ReasonVMINotRunning},
+		"failed console":        {vmi: vmiIn(kubevirtv1.Failed), m: modeConsole, wantStatus: http.StatusConflict, wantReason: ReasonVMStopped},
+		"failed VNC is not 409": {vmi: vmiIn(kubevirtv1.Failed), m: modeVNC, wantStatus: http.StatusBadRequest, wantReason: ReasonVMINotRunning},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			checkProblem(t, kubeVirtClassify("team-a", "ws1", tc.vmi, tc.m), tc.wantStatus, tc.wantReason)
+		})
+	}
+}
+
+func checkProblem(t *testing.T, p *Problem, wantStatus int, wantReason string) {
+	t.Helper()
+	switch {
+	case wantStatus == 0 && p != nil:
+		t.Fatalf("got %v, want a session", p)
+	case wantStatus != 0 && (p == nil || p.Status != wantStatus || p.Reason != wantReason):
+		t.Fatalf("got %+v, want %d %s", p, wantStatus, wantReason)
 	}
 }
 

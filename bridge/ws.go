@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -82,17 +83,21 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, m mode, byVM bool)
 		s.refuse(w, r, m, auth.Credential{}, problemf(http.StatusBadRequest, ReasonBadRequest, "this endpoint speaks WebSocket only"))
 		return nil
 	}
+	if p := s.checkNames(r); p != nil {
+		s.refuse(w, r, m, auth.Credential{}, p)
+		return nil
+	}
 	user, cred, p := s.who(r, m.access(ns, name))
 	if p != nil {
 		s.refuse(w, r, m, cred, p)
 		return nil
 	}
-	tgt, p := resolve(r.Context(), s.deps.Reader, ns, name, byVM)
+	tgt, p := resolve(r.Context(), s.deps.Reader, ns, name, byVM, m)
 	if p != nil {
 		s.refuse(w, r, m, cred, p)
 		return nil
 	}
-	takeover := r.URL.Query().Get("takeover") == "true"
+	takeover, takeDisplay := takeOverAsked(r, m, byVM)
 	sess, p := s.acquire(r.Context(), session.Key{Namespace: ns, Name: name, Mode: m.name}, user.Name, takeover)
 	if p != nil {
 		s.refuse(w, r, m, cred, p)
@@ -107,7 +112,7 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, m mode, byVM bool)
 
 	var up relay.Endpoint
 	if m.sub != "" {
-		conn, p := s.dialUpstream(r.Context(), ns, name, m.sub, takeover)
+		conn, p := s.dialUpstream(r.Context(), ns, name, m.sub, takeover, upstream.DialOptions{TakeDisplay: takeDisplay})
 		if p != nil {
 			s.refuse(w, r, m, cred, p)
 			return nil
@@ -190,6 +195,24 @@ func (l *live) release() {
 	}
 }
 
+// takeOverAsked says whether the client asked to take the session over: the
+// bridge's own ?takeover=true, or, on KubeVirt's VNC path, KubeVirt's
+// preserveSession=false, which virtctl vnc sends unless --preserve-session.
+// KubeVirt parses it with strconv.ParseBool and takes anything but true as
+// false; absent, the bridge guards the session (KubeVirt would drop the
+// holder), which is the session guarding KubeVirt UIs gain through it.
+// takeDisplay passes KubeVirt's meaning on: the display is taken from a
+// client outside the bridge too.
+func takeOverAsked(r *http.Request, m mode, byVM bool) (takeover, takeDisplay bool) {
+	q := r.URL.Query()
+	if !byVM && m.name == modeVNC.name && q.Has("preserveSession") {
+		if preserve, err := strconv.ParseBool(q.Get("preserveSession")); err != nil || !preserve {
+			return true, true
+		}
+	}
+	return q.Get("takeover") == "true", false
+}
+
 // adaptive is the session's choice of the adaptive VNC controller: the
 // query parameter, else the deployment's default.
 func adaptive(r *http.Request, def bool) bool {
@@ -236,10 +259,10 @@ func heldProblem(h session.Holder) *Problem {
 
 // dialUpstream opens KubeVirt's subresource. After a take-over KubeVirt may
 // still see the old connection for a moment, so "busy" is retried briefly.
-func (s *Server) dialUpstream(ctx context.Context, ns, name string, sub upstream.Subresource, takeover bool) (*websocket.Conn, *Problem) {
+func (s *Server) dialUpstream(ctx context.Context, ns, name string, sub upstream.Subresource, takeover bool, opts upstream.DialOptions) (*websocket.Conn, *Problem) {
 	deadline := time.Now().Add(s.opts.TakeoverWait)
 	for {
-		conn, err := s.deps.Upstream.Dial(ctx, ns, name, sub)
+		conn, err := s.deps.Upstream.Dial(ctx, ns, name, sub, opts)
 		switch {
 		case err == nil:
 			return conn, nil
@@ -273,13 +296,16 @@ func lostEnding(reason error) relay.Ending {
 	return relay.Ending{Code: relay.CodeSessionLost, Reason: "the bridge lost this session's lease; reconnect"}
 }
 
-// refuse answers p in the form the client can read: a browser that sent its
-// token in the subprotocol gets a close frame 4000+status after an upgrade,
-// everyone else an HTTP status with a Status body. A wrong Origin is never
-// upgraded.
+// refuse answers p in the form the client can read. A browser cannot read
+// the status of a failed WebSocket handshake, so a handshake from one (it
+// sent an Origin, or its token in the subprotocol) is upgraded and closed at
+// once with 4000+status and the reason; no byte of a session flows, so this
+// holds for a wrong Origin too, which then learns only that it is refused.
+// Everyone else (CLIs, virtctl) gets the HTTP status and a Status body.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, m mode, cred auth.Credential, p *Problem) {
 	s.metrics.requests.WithLabelValues(m.name, p.Reason).Inc()
-	if !cred.ViaSubprotocol || p.Reason == ReasonOriginForbidden || !websocket.IsWebSocketUpgrade(r) {
+	fromBrowser := cred.ViaSubprotocol || r.Header.Get("Origin") != ""
+	if !fromBrowser || !websocket.IsWebSocketUpgrade(r) {
 		p.write(w)
 		return
 	}

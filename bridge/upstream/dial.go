@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,6 +48,8 @@ var (
 	ErrNotFound = errors.New("the VMI does not exist")
 	// ErrForbidden means the bridge's ServiceAccount lacks the permission.
 	ErrForbidden = errors.New("the bridge's ServiceAccount is not allowed to open this subresource")
+	// ErrTooLarge means KubeVirt answered more than the caller's limit.
+	ErrTooLarge = errors.New("the answer is larger than the bridge relays")
 )
 
 // Dialer opens subresource connections through one API server. It is safe
@@ -118,17 +121,26 @@ func (d *Dialer) url(scheme, path string, query url.Values) string {
 	return u.String()
 }
 
+// DialOptions change how a subresource is opened.
+type DialOptions struct {
+	// TakeDisplay opens VNC with KubeVirt's preserveSession=false, which
+	// disconnects whoever holds the display, inside or outside the bridge.
+	// Only a user who asked KubeVirt's way for it (virtctl vnc) gets it.
+	TakeDisplay bool
+}
+
 // Dial opens the VMI's subresource. VNC is opened with preserveSession=true
-// so that KubeVirt refuses (ErrBusy) rather than silently disconnecting a
-// client that reached the display without the bridge.
-func (d *Dialer) Dial(ctx context.Context, namespace, name string, sub Subresource) (*websocket.Conn, error) {
+// unless opts.TakeDisplay, so that KubeVirt refuses (ErrBusy) rather than
+// silently disconnecting a client that reached the display without the
+// bridge.
+func (d *Dialer) Dial(ctx context.Context, namespace, name string, sub Subresource, opts DialOptions) (*websocket.Conn, error) {
 	h, err := d.header()
 	if err != nil {
 		return nil, err
 	}
 	q := url.Values{}
 	if sub == VNC {
-		q.Set("preserveSession", "true")
+		q.Set("preserveSession", strconv.FormatBool(!opts.TakeDisplay))
 	}
 	scheme := "wss"
 	if d.host.Scheme == "http" {
@@ -179,6 +191,57 @@ func (d *Dialer) Restart(ctx context.Context, namespace, name string) error {
 	}
 	return classify(resp, errors.New("restart failed"))
 }
+
+// Get reads what a KubeVirt subresource answers to a plain GET, as the
+// bridge: the VNC screenshot, KubeVirt's version. path is below the API
+// server's root. The body is streamed; reading past limit bytes fails with
+// ErrTooLarge rather than cutting the answer silently.
+func (d *Dialer) Get(ctx context.Context, path string, query url.Values, limit int64) (body io.ReadCloser, contentType string, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.url(d.host.Scheme, path, query), nil)
+	if err != nil {
+		return nil, "", err
+	}
+	if req.Header, err = d.header(); err != nil {
+		return nil, "", err
+	}
+	resp, err := d.http.Do(req)
+	if err != nil {
+		return nil, "", fmt.Errorf("GET %s: %w", path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, "", classify(resp, fmt.Errorf("GET %s failed", path))
+	}
+	if resp.ContentLength > limit {
+		_ = resp.Body.Close()
+		return nil, "", fmt.Errorf("GET %s: %d bytes: %w", path, resp.ContentLength, ErrTooLarge)
+	}
+	return &limitedBody{r: resp.Body, left: limit}, resp.Header.Get("Content-Type"), nil
+}
+
+// limitedBody fails a read past its limit.
+type limitedBody struct {
+	r    io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more tells a body that ends here from one that goes on.
+		var one [1]byte
+		if n, _ := b.r.Read(one[:]); n > 0 {
+			return 0, ErrTooLarge
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.r.Close() }
 
 // classify turns a failed handshake into one of the package's errors, with
 // the server's message kept for the log.

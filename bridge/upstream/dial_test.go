@@ -3,10 +3,13 @@ package upstream
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/gorilla/websocket"
@@ -32,7 +35,7 @@ func TestDialRereadsTheTokenFileAndAsksForPreserveSession(t *testing.T) {
 		if err := os.WriteFile(file, []byte(tok+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		c, err := d.Dial(context.Background(), "ns", "vm", VNC)
+		c, err := d.Dial(context.Background(), "ns", "vm", VNC, DialOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,11 +68,78 @@ func TestFailedHandshakesAreClassified(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := d.Dial(context.Background(), "ns", "vm", Console); !errors.Is(err, tc.want) {
+			if _, err := d.Dial(context.Background(), "ns", "vm", Console, DialOptions{}); !errors.Is(err, tc.want) {
 				t.Fatalf("Dial err = %v, want %v", err, tc.want)
 			}
 			if err := d.Restart(context.Background(), "ns", "vm"); !errors.Is(err, tc.want) {
 				t.Fatalf("Restart err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTakeDisplayAsksKubeVirtToDropTheHolder(t *testing.T) {
+	var query string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		query = r.URL.RawQuery
+		c, err := (&websocket.Upgrader{Subprotocols: []string{Subprotocol}}).Upgrade(w, r, nil)
+		if err == nil {
+			_ = c.Close()
+		}
+	}))
+	defer srv.Close()
+	d, err := NewDialer(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.Dial(context.Background(), "ns", "vm", VNC, DialOptions{TakeDisplay: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	if query != "preserveSession=false" {
+		t.Fatalf("query = %q, want preserveSession=false", query)
+	}
+}
+
+func TestGetStreamsUpToItsLimit(t *testing.T) {
+	payload := strings.Repeat("p", 1000)
+	cases := map[string]struct {
+		limit   int64
+		chunked bool
+		wantErr error
+	}{
+		"within the limit":               {limit: 1000},
+		"over, with a Content-Length":    {limit: 999, wantErr: ErrTooLarge},
+		"over, without a Content-Length": {limit: 999, chunked: true, wantErr: ErrTooLarge},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "image/png")
+				if !tc.chunked {
+					w.Header().Set("Content-Length", strconv.Itoa(len(payload)))
+				}
+				_, _ = io.WriteString(w, payload[:500])
+				w.(http.Flusher).Flush()
+				_, _ = io.WriteString(w, payload[500:])
+			}))
+			defer srv.Close()
+			d, err := NewDialer(&rest.Config{Host: srv.URL, BearerToken: "t"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, ctype, err := d.Get(context.Background(), "/shot", nil, tc.limit)
+			if err == nil {
+				var b []byte
+				b, err = io.ReadAll(body)
+				_ = body.Close()
+				if err == nil && (string(b) != payload || ctype != "image/png") {
+					t.Fatalf("got %d bytes of %q", len(b), ctype)
+				}
+			}
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
 		})
 	}

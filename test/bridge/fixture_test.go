@@ -75,6 +75,11 @@ func vmPath(name, mode string) string {
 	return "/api/v1/namespaces/" + userNS + "/virtualmachines/" + name + "/" + mode
 }
 
+// vmiPath is KubeVirt's own path of a VMI's subresource, at version v.
+func vmiPath(v, name, sub string) string {
+	return "/apis/subresources.kubevirt.io/" + v + "/namespaces/" + userNS + "/virtualmachineinstances/" + name + "/" + sub
+}
+
 func wsURL(server, path string) string { return "ws" + strings.TrimPrefix(server, "http") + path }
 
 // dialCLI dials as a CLI does: the token in the Authorization header.

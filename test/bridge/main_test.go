@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -148,14 +151,36 @@ func setUpCluster(ctx context.Context) error {
 func startReplica(ctx context.Context, name string, opts bridge.Options) (*httptest.Server, error) {
 	opts.PingInterval = time.Second
 	opts.SSHPort = sshPort()
+	reg := prometheus.NewRegistry()
 	srv, err := bridge.NewFromConfig(ctx, bridgeSA, bridge.Config{
 		Namespace: bridgeNS, Replica: name, LeaseDuration: leaseDuration, Options: opts,
-		Log: logs.logger().WithName(name),
+		Log: logs.logger().WithName(name), Registerer: reg, Gatherer: reg,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return httptest.NewServer(srv), nil
+	hs := httptest.NewServer(srv)
+	registries.Store(hs.URL, reg)
+	return hs, nil
+}
+
+// registries are the replicas' metrics, by server URL: cmd/bridge serves
+// them on an address of their own, never on the sessions' port.
+var registries sync.Map
+
+// scrape is the replica's metrics in Prometheus' text format.
+func scrape(t *testing.T, server string) string {
+	t.Helper()
+	reg, ok := registries.Load(server)
+	if !ok {
+		t.Fatalf("no metrics registry for %s", server)
+	}
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg.(*prometheus.Registry), promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("metrics of %s: %d", server, rec.Code)
+	}
+	return rec.Body.String()
 }
 
 // logBuffer collects the bridge's log lines, to prove no secret is logged.

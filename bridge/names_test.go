@@ -1,0 +1,34 @@
+package bridge
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestInvalidName(t *testing.T) {
+	cases := map[string]struct {
+		namespace, name string
+		want            string // a part of the explanation; empty for valid names
+	}{
+		"valid":                {"team-a", "ws1", ""},
+		"dotted VM name":       {"team-a", "ws1.dev", ""},
+		"dot-dot":              {"team-a", "..", "not a valid VM name"},
+		"dot":                  {"team-a", ".", "not a valid VM name"},
+		"slash":                {"team-a", "a/b", "not a valid VM name"},
+		"upper case":           {"team-a", "WS1", "not a valid VM name"},
+		"too long":             {"team-a", strings.Repeat("a", 254), "not a valid VM name"},
+		"namespace with a dot": {"team.a", "ws1", "not a valid namespace name"},
+		"empty namespace":      {"", "ws1", "not a valid namespace name"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := invalidName(tc.namespace, tc.name)
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Fatalf("invalidName(%q, %q) = %q, want %q", tc.namespace, tc.name, got, tc.want)
+			}
+			if len(got) > 2*maxLoggedName+400 {
+				t.Fatalf("the explanation is %d bytes: the name was not clipped", len(got))
+			}
+		})
+	}
+}
