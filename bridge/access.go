@@ -11,6 +11,23 @@ import (
 // for attrs. The credential is returned even on failure, so a refusal can
 // reach a browser in the form it can read.
 func (s *Server) who(r *http.Request, attrs auth.Attributes) (auth.User, auth.Credential, *Problem) {
+	user, cred, p := s.authenticate(r)
+	if p != nil {
+		return user, cred, p
+	}
+	if err := s.authz.Authorize(r.Context(), user, attrs); err != nil {
+		var fe *auth.ForbiddenError
+		if errors.As(err, &fe) {
+			return user, cred, problemf(http.StatusForbidden, ReasonForbidden, "%s", err)
+		}
+		s.deps.Log.Error(err, "access review failed", "user", user.Name)
+		return user, cred, problemf(http.StatusBadGateway, ReasonUpstream, "the Kubernetes API server could not review access; try again")
+	}
+	return user, cred, nil
+}
+
+// authenticate checks the request's Origin and its token, and nothing more.
+func (s *Server) authenticate(r *http.Request) (auth.User, auth.Credential, *Problem) {
 	if err := s.origins.Check(r); err != nil {
 		return auth.User{}, auth.Credential{}, problemf(http.StatusForbidden, ReasonOriginForbidden, "%s", err)
 	}
@@ -25,14 +42,6 @@ func (s *Server) who(r *http.Request, attrs auth.Attributes) (auth.User, auth.Cr
 	case err != nil:
 		s.deps.Log.Error(err, "token review failed")
 		return user, cred, problemf(http.StatusBadGateway, ReasonUpstream, "the Kubernetes API server could not review the token; try again")
-	}
-	if err := s.authz.Authorize(r.Context(), user, attrs); err != nil {
-		var fe *auth.ForbiddenError
-		if errors.As(err, &fe) {
-			return user, cred, problemf(http.StatusForbidden, ReasonForbidden, "%s", err)
-		}
-		s.deps.Log.Error(err, "access review failed", "user", user.Name)
-		return user, cred, problemf(http.StatusBadGateway, ReasonUpstream, "the Kubernetes API server could not review access; try again")
 	}
 	return user, cred, nil
 }

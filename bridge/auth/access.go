@@ -61,12 +61,6 @@ func VMIAccess(namespace, name string) Attributes {
 	return Attributes{Namespace: namespace, Name: name, Verb: "get", Group: "kubevirt.io", Resource: "virtualmachineinstances"}
 }
 
-// VersionAccess is what reading KubeVirt's version needs; KubeVirt grants
-// it to every authenticated user (the kubevirt.io:default role).
-func VersionAccess() Attributes {
-	return Attributes{Verb: "get", Group: subresourcesGroup, Resource: "version"}
-}
-
 // ViewAccess lets a user see a VM, and so who holds its sessions.
 func ViewAccess(namespace, name string) Attributes {
 	return Attributes{Namespace: namespace, Name: name, Verb: "get", Group: "kubevirt.io", Resource: "virtualmachines"}
