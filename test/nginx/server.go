@@ -205,6 +205,19 @@ func unprivileged(dir string) (*syscall.Credential, error) {
 // Logs is what nginx wrote to stderr: its error log.
 func (s *Server) Logs() string { return s.stderr.String() }
 
+// WaitLog waits until the error log contains substr, or timeout passes.
+// nginx's lines reach Logs through a pipe, a moment after it wrote them.
+func (s *Server) WaitLog(substr string, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(s.Logs(), substr) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(probeInterval)
+	}
+	return true
+}
+
 // AccessLog is nginx's access log so far.
 func (s *Server) AccessLog() (string, error) {
 	b, err := os.ReadFile(filepath.Join(s.Dir, "access.log"))
