@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -570,4 +571,33 @@ func TestBrowserKubeVirtManagerRefusal(t *testing.T) {
 	// alice kept her console throughout.
 	waitEcho("still")
 	_ = alice.Close()
+}
+
+func TestKubeVirtManagerRecipeOutlastsTheBridgesPings(t *testing.T) {
+	// nginx closes an upgraded connection whose upstream is silent for
+	// proxy_read_timeout (proxy_send_timeout for a stalled write). The
+	// bridge's pings are what it reads from an idle session, so both must
+	// leave room for several missed pings, or idle users are cut off.
+	root, err := envtest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, recipeFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, directive := range []string{"proxy_read_timeout", "proxy_send_timeout"} {
+		m := regexp.MustCompile(`(?m)^\s*` + directive + `\s+(\S+);`).FindSubmatch(b)
+		if m == nil {
+			t.Errorf("%s sets no %s; nginx's default is 60s, two pings", recipeFile, directive)
+			continue
+		}
+		d, err := time.ParseDuration(string(m[1]))
+		if err != nil {
+			t.Fatalf("%s %s: %v", directive, m[1], err)
+		}
+		if d < 5*bridge.DefaultPingInterval {
+			t.Errorf("%s %v leaves room for fewer than 5 of the bridge's pings (every %v)", directive, d, bridge.DefaultPingInterval)
+		}
+	}
 }
