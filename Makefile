@@ -61,8 +61,8 @@ verify-generated: $(CONTROLLER_GEN)
 	hack/verify-generated.sh
 
 ## test-deps: the Debian packages the tests use for real (cloud-init, fdisk,
-## qemu-system-x86, openssh-server, chromium) and the browser test's npm
-## packages (playwright-core).
+## qemu-system-x86, openssh-server, chromium, websockify, nginx) and the
+## browser test's npm packages (playwright-core).
 test-deps:
 	@hack/install-test-deps.sh
 

@@ -31,8 +31,10 @@ function page(name) {
 }
 
 const ops = {
-  async newPage({ page: name }) {
-    const context = await browser.newContext({ viewport: { width: 1024, height: 700 } });
+  // headers are sent with every request of the page, WebSocket handshakes
+  // included: what a proxy in front of the server (oauth2-proxy) would add.
+  async newPage({ page: name, headers }) {
+    const context = await browser.newContext({ viewport: { width: 1024, height: 700 }, extraHTTPHeaders: headers || {} });
     // Record every state the page's #status goes through, for the test.
     await context.addInitScript(() => {
       window.__states = [];
