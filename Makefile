@@ -126,6 +126,7 @@ fuzz:
 	$(GO) test ./bridge/sshbridge -run '^$$' -fuzz FuzzParseHello -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./bridge/sshbridge -run '^$$' -fuzz FuzzParseControl -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./test/virthandler -run '^$$' -fuzz FuzzDecodeRestartOptions -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./test/qemu -run '^$$' -fuzz FuzzQMPExecute -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./rfb -run '^$$' -fuzz FuzzClientParser -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./rfb -run '^$$' -fuzz FuzzServerHandshake -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./rfb -run '^$$' -fuzz FuzzServerTracker -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
