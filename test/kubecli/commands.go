@@ -32,12 +32,23 @@ func consoleCommand() *command {
 			con, err := p.client.VirtualMachineInstance(p.namespace).SerialConsole(name,
 				&kvcorev1.SerialConsoleOptions{ConnectionTimeout: timeout})
 			if err != nil {
-				return err
+				return fmt.Errorf("%w%s", err, httpStatus(err))
 			}
 			fmt.Fprintf(p.stderr, "Successfully connected to %s console.\n", name)
 			return stream(ctx, con, p.stdin, p.stdout)
 		},
 	}
+}
+
+// httpStatus names the HTTP status of a refused WebSocket upgrade, which
+// kubecli keeps in its error but does not print when the server sent a
+// Status body; virtctl prints only the message.
+func httpStatus(err error) string {
+	var async *kvcorev1.AsyncSubresourceError
+	if errors.As(err, &async) && async.GetStatusCode() != 0 {
+		return fmt.Sprintf(" (HTTP %d)", async.GetStatusCode())
+	}
+	return ""
 }
 
 // stream copies in to the stream and the stream to out until either ends
@@ -64,7 +75,7 @@ func vncCommand() *command {
 		run: func(ctx context.Context, p *peer, name string) error {
 			vnc, err := p.client.VirtualMachineInstance(p.namespace).VNC(name, preserveSession)
 			if err != nil {
-				return fmt.Errorf("can't access VMI %s: %w", name, err)
+				return fmt.Errorf("can't access VMI %s: %w%s", name, err, httpStatus(err))
 			}
 			ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 			if err != nil {
