@@ -101,9 +101,10 @@ func Start(ctx context.Context, adminCfg *rest.Config, fp *envtest.FrontProxy, r
 	return s, nil
 }
 
-// Attach makes namespace/name's console and display the QEMU machine's.
+// Attach makes namespace/name's console, display and screenshots the QEMU
+// machine's.
 func (s *Stack) Attach(namespace, name string) {
-	s.VirtAPI.Register(namespace, name, virthandler.Target{Console: s.QEMU.SerialSocket, VNC: s.QEMU.VNCSocket})
+	s.VirtAPI.Register(namespace, name, virthandler.Target{Console: s.QEMU.SerialSocket, VNC: s.QEMU.VNCSocket, QMP: s.QEMU.QMPSocket})
 }
 
 // Token creates ServiceAccount namespace/name (if missing) and returns a

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -44,6 +45,10 @@ const (
 	// FrontProxyClientName is the common name of the API server's proxy
 	// client certificate (--requestheader-allowed-names).
 	FrontProxyClientName = "front-proxy-client"
+	// SubresourceDefaultRole is KubeVirt's ClusterRole (and binding) that
+	// lets every authenticated user get subresources.kubevirt.io's version
+	// (virtctl's version check) and guestfs.
+	SubresourceDefaultRole = "kubevirt.io:default"
 )
 
 // The front-proxy identity headers, as kube-apiserver documents them.
@@ -206,6 +211,13 @@ func RegisterSubresourceAPI(ctx context.Context, cfg *rest.Config, port int, caB
 			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost"},
 		}},
 		{apiServiceGVR, apiService(port, caBundle)},
+		{rbacv1.SchemeGroupVersion.WithResource("clusterroles"), defaultClusterRole()},
+		{rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings"), &rbacv1.ClusterRoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: SubresourceDefaultRole},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: SubresourceDefaultRole},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:authenticated"}},
+		}},
 	}
 	for _, o := range objects {
 		if err := apply(ctx, dyn, o.gvr, o.obj); err != nil {
@@ -215,6 +227,20 @@ func RegisterSubresourceAPI(ctx context.Context, cfg *rest.Config, port int, caB
 	wctx, cancel := context.WithTimeout(ctx, aggregationTimeout)
 	defer cancel()
 	return waitForSubresourceAPI(wctx, cfg, dyn)
+}
+
+// defaultClusterRole is KubeVirt v1.9.0's kubevirt.io:default
+// (virt-operator's rbac.newDefaultClusterRole), which a KubeVirt install
+// binds to system:authenticated.
+func defaultClusterRole() *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{Name: SubresourceDefaultRole},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"kubevirt.io"}, Resources: []string{"kubevirts"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{SubresourceGroup}, Resources: []string{"version", "guestfs"}, Verbs: []string{"get", "list"}},
+		},
+	}
 }
 
 // apiService is the APIService v1.subresources.kubevirt.io pointing at port.

@@ -16,6 +16,9 @@
 // client that sends "abc" reads "ABC" (possibly after a Banner). Tests should
 // read until they see what they expect rather than expect exact offsets.
 //
+// Screendump takes a PNG of the display through QEMU's QMP monitor
+// (VM.QMPSocket), as libvirt does for KubeVirt's vnc/screenshot.
+//
 // QEMU's serial chardev serves one client at a time: a second connection
 // waits in the listen backlog until the first one closes. Output written
 // while nobody is connected is lost, which is why the banner repeats.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,7 +96,7 @@ func TestMovingScreenStarts(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = serial.Close() })
 	expect(t, serial, strings.Repeat(string(FrameMark), 5))
-	w, h, err := vm.screenSize(t.Context())
+	w, h, err := vm.ScreenSize(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +192,7 @@ func TestStopRemovesFiles(t *testing.T) {
 	if err := vm.Stop(); err != nil {
 		t.Fatalf("second Stop: %v", err)
 	}
-	for _, f := range []string{vm.VNCSocket, vm.SerialSocket} {
+	for _, f := range []string{vm.VNCSocket, vm.SerialSocket, vm.QMPSocket} {
 		if _, err := os.Stat(f); !os.IsNotExist(err) {
 			t.Errorf("%s still exists after Stop (stat: %v)", f, err)
 		}
@@ -218,65 +217,4 @@ func expect(t *testing.T, conn net.Conn, want string) {
 	if got, err := readUntil(ctx, conn, want); err != nil {
 		t.Fatalf("waiting for %q: %v (got %q)", want, err, got)
 	}
-}
-
-// rfbSecurityNone is RFB's security type None, QEMU's without a password.
-const rfbSecurityNone = 1
-
-// screenSize performs an RFB 3.8 handshake with security None, as far as
-// ServerInit, and returns the framebuffer size it reports.
-func (vm *VM) screenSize(ctx context.Context) (width, height uint16, err error) {
-	conn, err := vm.dial(ctx, vm.VNCSocket)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer func() { _ = conn.Close() }()
-	if deadline, ok := ctx.Deadline(); ok {
-		if err := conn.SetDeadline(deadline); err != nil {
-			return 0, 0, err
-		}
-	}
-	var version [len(rfbVersion)]byte
-	if _, err := io.ReadFull(conn, version[:]); err != nil {
-		return 0, 0, fmt.Errorf("qemu: read RFB version: %w", err)
-	}
-	if _, err := io.WriteString(conn, rfbVersion); err != nil {
-		return 0, 0, err
-	}
-	types, err := readCounted(conn)
-	if err != nil {
-		return 0, 0, fmt.Errorf("qemu: read security types: %w", err)
-	}
-	if !slices.Contains(types, rfbSecurityNone) {
-		return 0, 0, fmt.Errorf("qemu: security types %v lack None", types)
-	}
-	if _, err := conn.Write([]byte{rfbSecurityNone}); err != nil {
-		return 0, 0, err
-	}
-	var result [4]byte
-	if _, err := io.ReadFull(conn, result[:]); err != nil {
-		return 0, 0, fmt.Errorf("qemu: read security result: %w", err)
-	}
-	if binary.BigEndian.Uint32(result[:]) != 0 {
-		return 0, 0, fmt.Errorf("qemu: security None refused")
-	}
-	if _, err := conn.Write([]byte{1}); err != nil { // ClientInit, shared
-		return 0, 0, err
-	}
-	var size [4]byte
-	if _, err := io.ReadFull(conn, size[:]); err != nil {
-		return 0, 0, fmt.Errorf("qemu: read ServerInit: %w", err)
-	}
-	return binary.BigEndian.Uint16(size[:2]), binary.BigEndian.Uint16(size[2:]), nil
-}
-
-// readCounted reads a one-byte count and that many bytes.
-func readCounted(r io.Reader) ([]byte, error) {
-	var n [1]byte
-	if _, err := io.ReadFull(r, n[:]); err != nil {
-		return nil, err
-	}
-	b := make([]byte, n[0])
-	_, err := io.ReadFull(r, b)
-	return b, err
 }

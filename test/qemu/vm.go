@@ -45,6 +45,9 @@ type VM struct {
 	// SerialSocket is the guest's COM1, like virt-launcher's virt-serial0.
 	// One client at a time; see the package documentation.
 	SerialSocket string
+	// QMPSocket is QEMU's monitor (QMP), where virt-launcher's libvirt
+	// takes screenshots; see Screendump. One client at a time.
+	QMPSocket string
 
 	cmd      *exec.Cmd
 	output   *syncBuffer
@@ -106,6 +109,7 @@ func StartWith(ctx context.Context, dir string, opts Options) (*VM, error) {
 	vm := &VM{
 		VNCSocket:    filepath.Join(dir, "vnc.sock"),
 		SerialSocket: filepath.Join(dir, "serial.sock"),
+		QMPSocket:    filepath.Join(dir, "qmp.sock"),
 		output:       &syncBuffer{},
 		exited:       make(chan struct{}),
 	}
@@ -116,13 +120,13 @@ func StartWith(ctx context.Context, dir string, opts Options) (*VM, error) {
 	if err := writeImage(image, sector); err != nil {
 		return nil, err
 	}
-	vm.files = []string{image, vm.VNCSocket, vm.SerialSocket}
+	vm.files = []string{image, vm.VNCSocket, vm.SerialSocket, vm.QMPSocket}
 
 	vnc := "unix:" + vm.VNCSocket
 	if opts.LossyVNC {
 		vnc += ",lossy=on"
 	}
-	vm.cmd = exec.CommandContext(ctx, Binary, commandLine(image, vnc, vm.SerialSocket)...)
+	vm.cmd = exec.CommandContext(ctx, Binary, commandLine(image, vnc, vm.SerialSocket, vm.QMPSocket)...)
 	vm.cmd.Stdout, vm.cmd.Stderr = vm.output, vm.output
 	// QEMU must not outlive a test binary that dies without calling Stop.
 	vm.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -145,8 +149,9 @@ func StartWith(ctx context.Context, dir string, opts Options) (*VM, error) {
 
 // commandLine is QEMU as the design fixes it: TCG, no default devices, a
 // standard VGA behind a VNC unix socket, COM1 on a unix socket server, plus
-// the boot image and a small memory. vnc is the -vnc option's value.
-func commandLine(image, vnc, serialSocket string) []string {
+// the boot image and a small memory, and the QMP monitor on a unix socket
+// server (libvirt's channel to QEMU). vnc is the -vnc option's value.
+func commandLine(image, vnc, serialSocket, qmpSocket string) []string {
 	return []string{
 		"-nodefaults",
 		"-machine", "accel=tcg",
@@ -155,6 +160,7 @@ func commandLine(image, vnc, serialSocket string) []string {
 		"-vga", "std",
 		"-vnc", vnc,
 		"-serial", "unix:" + serialSocket + ",server=on,wait=off",
+		"-qmp", "unix:" + qmpSocket + ",server=on,wait=off",
 		"-drive", "file=" + image + ",format=raw,if=ide",
 	}
 }

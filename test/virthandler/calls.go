@@ -16,6 +16,8 @@ const (
 	Console Kind = "console"
 	VNC     Kind = "vnc"
 	Restart Kind = "restart"
+	// Screenshot is vnc/screenshot, a plain GET answered with a PNG.
+	Screenshot Kind = "screenshot"
 )
 
 // The front-proxy identity headers kube-apiserver sets towards aggregated
@@ -36,6 +38,8 @@ type Call struct {
 	Groups []string
 	// PreserveSession is the VNC preserveSession query parameter.
 	PreserveSession bool
+	// MoveCursor is the screenshot moveCursor query parameter.
+	MoveCursor bool
 	// Status is the HTTP status answered: 101 for an upgraded WebSocket.
 	Status int
 	// RestartOptions is the decoded body of a restart call.

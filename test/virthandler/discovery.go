@@ -31,6 +31,7 @@ func discoveryDocument() ([]byte, error) {
 		APIResources: []metav1.APIResource{
 			{Name: "virtualmachineinstances/console", Namespaced: true, Verbs: []string{"get"}},
 			{Name: "virtualmachineinstances/vnc", Namespaced: true, Verbs: []string{"get"}},
+			{Name: "virtualmachineinstances/vnc/screenshot", Namespaced: true, Verbs: []string{"get"}},
 			{Name: "virtualmachines/restart", Namespaced: true, Verbs: []string{"update"}},
 		},
 	})

@@ -5,8 +5,13 @@
 //     a WebSocket (subprotocol plain.kubevirt.io) piped, as thin as a pipe,
 //     to the unix sockets registered for that VMI, normally a real QEMU's
 //     (test/qemu);
+//   - GET  .../namespaces/{ns}/virtualmachineinstances/{name}/vnc/screenshot:
+//     a PNG of the display, taken from QEMU's QMP monitor (screendump), as
+//     virt-handler takes it through libvirt;
 //   - PUT  .../namespaces/{ns}/virtualmachines/{name}/restart: recorded,
 //     answered 202 Accepted;
+//   - GET  /apis/subresources.kubevirt.io/v1/version: KubeVirt's
+//     version.Info for KubeVirtVersion (v1.9.0);
 //   - GET  /apis/subresources.kubevirt.io/v1: discovery, so the aggregator
 //     marks the APIService Available; and /healthz.
 //

@@ -38,10 +38,14 @@ type Options struct {
 }
 
 // Target is where a VMI's subresources lead: QEMU's unix sockets. An empty
-// path means the VMI has no such device (400, as virt-api answers).
+// Console or VNC means the VMI has no such device (400, as virt-api
+// answers); an empty QMP means screenshots fail (500, as a failed libvirt
+// call does).
 type Target struct {
 	Console string
 	VNC     string
+	// QMP is QEMU's monitor, where screenshots come from (qemu.Screendump).
+	QMP string
 }
 
 func (t Target) socket(kind Kind) string {
@@ -123,9 +127,11 @@ func (s *Server) routes(discovery []byte) *http.ServeMux {
 	vmi := basePath + "/namespaces/{namespace}/virtualmachineinstances/{name}/"
 	vm := basePath + "/namespaces/{namespace}/virtualmachines/{name}/"
 	table := map[string]http.Handler{
-		"GET " + vmi + "console": s.stream(Console),
-		"GET " + vmi + "vnc":     s.stream(VNC),
-		"PUT " + vm + "restart":  http.HandlerFunc(s.restart),
+		"GET " + vmi + "console":        s.stream(Console),
+		"GET " + vmi + "vnc":            s.stream(VNC),
+		"GET " + vmi + "vnc/screenshot": http.HandlerFunc(s.screenshot),
+		"PUT " + vm + "restart":         http.HandlerFunc(s.restart),
+		"GET " + basePath + "/version":  http.HandlerFunc(serveVersion),
 		"GET " + basePath: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(discovery)

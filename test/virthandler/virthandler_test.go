@@ -392,7 +392,7 @@ func TestDiscovery(t *testing.T) {
 	for _, r := range list.APIResources {
 		names = append(names, r.Name+"="+strings.Join(r.Verbs, "|"))
 	}
-	want := "virtualmachineinstances/console=get,virtualmachineinstances/vnc=get,virtualmachines/restart=update"
+	want := "virtualmachineinstances/console=get,virtualmachineinstances/vnc=get,virtualmachineinstances/vnc/screenshot=get,virtualmachines/restart=update"
 	if list.Kind != "APIResourceList" || list.GroupVersion != "subresources.kubevirt.io/v1" || strings.Join(names, ",") != want {
 		t.Errorf("discovery %s %s %v, want an APIResourceList of subresources.kubevirt.io/v1 with %s", list.Kind, list.GroupVersion, names, want)
 	}
