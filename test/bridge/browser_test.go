@@ -582,10 +582,7 @@ func sessionRequests(t *testing.T, mode string) int {
 	t.Helper()
 	total := 0
 	for _, srv := range []string{replicaA.URL, replicaB.URL} {
-		resp, body := request(t, http.MethodGet, srv+"/metrics", "")
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET /metrics: %s", resp.Status)
-		}
+		body := scrapeMetrics(t, srv)
 		prefix := `virtstation_bridge_session_requests_total{mode="` + mode + `",`
 		for _, line := range strings.Split(body, "\n") {
 			if !strings.HasPrefix(line, prefix) {

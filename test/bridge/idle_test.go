@@ -1,7 +1,6 @@
 package bridge
 
 import (
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -30,13 +29,13 @@ func TestIdleSessionsAreClosedAndCounted(t *testing.T) {
 		t.Fatalf("closed after %v, before the idle timeout", waited)
 	}
 
-	resp, metrics := request(t, http.MethodGet, idle.URL+"/metrics", "")
+	metrics := scrapeMetrics(t, idle.URL)
 	for _, want := range []string{
 		`virtstation_bridge_session_requests_total{mode="console",result="OK"} 1`,
 		`virtstation_bridge_session_endings_total{code="4002",mode="console"} 1`,
 		`virtstation_bridge_bytes_total{direction="to_client",mode="console"}`,
 	} {
-		if resp.StatusCode != http.StatusOK || !strings.Contains(metrics, want) {
+		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}

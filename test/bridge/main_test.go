@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -148,14 +151,36 @@ func setUpCluster(ctx context.Context) error {
 func startReplica(ctx context.Context, name string, opts bridge.Options) (*httptest.Server, error) {
 	opts.PingInterval = time.Second
 	opts.SSHPort = sshPort()
+	reg := prometheus.NewRegistry()
 	srv, err := bridge.NewFromConfig(ctx, bridgeSA, bridge.Config{
 		Namespace: bridgeNS, Replica: name, LeaseDuration: leaseDuration, Options: opts,
-		Log: logs.logger().WithName(name),
+		Log: logs.logger().WithName(name), Registerer: reg, Gatherer: reg,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return httptest.NewServer(srv), nil
+	hs := httptest.NewServer(srv)
+	registries.Store(hs.URL, reg)
+	return hs, nil
+}
+
+// registries holds each replica's metrics registry by its URL.
+var registries sync.Map
+
+// scrapeMetrics reads the metrics of the replica at url, as its /metrics
+// server (cmd/bridge, on its own port) serves them.
+func scrapeMetrics(t *testing.T, url string) string {
+	t.Helper()
+	reg, ok := registries.Load(url)
+	if !ok {
+		t.Fatalf("no replica at %s", url)
+	}
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg.(*prometheus.Registry), promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("metrics of %s: %d %s", url, rec.Code, rec.Body)
+	}
+	return rec.Body.String()
 }
 
 // logBuffer collects the bridge's log lines, to prove no secret is logged.
