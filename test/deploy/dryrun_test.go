@@ -306,6 +306,8 @@ func TestHelmInstallDryRunServer(t *testing.T) {
 				"--clusterrole=virtstation-workstation-user",
 				"kubectl -n virtstation-system port-forward service/virtstation-bridge 8443:443",
 				"https://localhost:8443/ui/namespaces/workstations/virtualmachines/dev-alice#token=$(kubectl -n workstations create token alice)",
+				"Metrics: the bridge serves /metrics on Service virtstation-bridge-metrics, port\n8080 (HTTPS)",
+				"--clusterrole=virtstation-bridge-metrics-reader --serviceaccount=<namespace>:<prometheus>",
 			},
 		},
 		"self-managed certificates": {

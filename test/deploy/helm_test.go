@@ -1,9 +1,11 @@
 package deploy
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -111,4 +113,92 @@ func subset(sel, labels map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// TestBridgeMetricsPort checks that the bridge's /metrics is on a port of
+// its own, reached through a ClusterIP Service whatever the public
+// Service's type, and is off with bridge.metrics.enabled=false; and that
+// bridge.metrics.readerSubjects are bound to the metrics-reader role.
+func TestBridgeMetricsPort(t *testing.T) {
+	cases := map[string]struct {
+		values      []string
+		wantArgs    []string
+		wantService bool
+		wantBinding []string // subjects of the metrics-reader binding
+	}{
+		"default": {
+			values:      []string{"bridge.service.type=LoadBalancer", "serviceMonitor.enabled=true"},
+			wantArgs:    []string{"--metrics-bind-address=:8080", "--metrics-secure=true"},
+			wantService: true,
+		},
+		"plain HTTP on another port, a Prometheus bound": {
+			values: []string{"bridge.metrics.port=9090", "bridge.metrics.secure=false", "serviceMonitor.enabled=true",
+				"bridge.metrics.readerSubjects[0].kind=ServiceAccount", "bridge.metrics.readerSubjects[0].name=prometheus-k8s",
+				"bridge.metrics.readerSubjects[0].namespace=monitoring"},
+			wantArgs:    []string{"--metrics-bind-address=:9090", "--metrics-secure=false"},
+			wantService: true,
+			wantBinding: []string{"ServiceAccount monitoring/prometheus-k8s"},
+		},
+		"off": {
+			values:   []string{"bridge.metrics.enabled=false", "serviceMonitor.enabled=true"},
+			wantArgs: []string{"--metrics-bind-address=0"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			objs := renderChart(t, tc.values...)
+			byName := map[string]*unstructured.Unstructured{}
+			for _, u := range objs {
+				byName[key(u)] = u
+			}
+			d := byName["Deployment "+releaseNamespace+"/virtstation-bridge"]
+			if d == nil {
+				t.Fatal("no bridge Deployment")
+			}
+			containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+			args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+			for _, w := range tc.wantArgs {
+				if !slices.Contains(args, w) {
+					t.Errorf("bridge args %v lack %s", args, w)
+				}
+			}
+			public := byName["Service "+releaseNamespace+"/virtstation-bridge"]
+			ports, _, _ := unstructured.NestedSlice(public.Object, "spec", "ports")
+			for _, p := range ports {
+				if p.(map[string]any)["name"] == "metrics" {
+					t.Errorf("the public Service has a metrics port: %v", ports)
+				}
+			}
+			svc := byName["Service "+releaseNamespace+"/virtstation-bridge-metrics"]
+			if (svc != nil) != tc.wantService {
+				t.Fatalf("metrics Service rendered: %v, want %v", svc != nil, tc.wantService)
+			}
+			if svc != nil {
+				if typ, _, _ := unstructured.NestedString(svc.Object, "spec", "type"); typ != "ClusterIP" {
+					t.Errorf("the metrics Service is %s, want ClusterIP", typ)
+				}
+			}
+			if sm := byName["ServiceMonitor "+releaseNamespace+"/virtstation-bridge"]; (sm != nil) != tc.wantService {
+				t.Errorf("bridge ServiceMonitor rendered: %v, want %v", sm != nil, tc.wantService)
+			} else if sm != nil {
+				eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+				if tok, _ := eps[0].(map[string]any)["bearerTokenFile"].(string); tok == "" {
+					t.Errorf("the bridge ServiceMonitor sends no bearer token: %v", eps[0])
+				}
+			}
+			if byName["ClusterRole virtstation-bridge-metrics-reader"] == nil {
+				t.Error("no ClusterRole virtstation-bridge-metrics-reader")
+			}
+			crb := byName["ClusterRoleBinding virtstation-bridge-metrics-reader"]
+			var got []string
+			if crb != nil {
+				for _, s := range convert[rbacv1.ClusterRoleBinding](t, crb).Subjects {
+					got = append(got, s.Kind+" "+s.Namespace+"/"+s.Name)
+				}
+			}
+			if !slices.Equal(got, tc.wantBinding) {
+				t.Errorf("metrics-reader binding subjects %v, want %v", got, tc.wantBinding)
+			}
+		})
+	}
 }

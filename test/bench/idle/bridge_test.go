@@ -48,27 +48,37 @@ func buildBridge(ctx context.Context, root, dir string) (string, error) {
 
 // bridgeProc is the bridge running as its own process.
 type bridgeProc struct {
-	cmd     *exec.Cmd
-	addr    string      // host:port it serves on
-	base    string      // "http://" or "https://" and addr
-	tls     *tls.Config // the clients' TLS, trusting its certificate; nil for plain HTTP
-	pprof   string      // host:port of its net/http/pprof
-	logPath string
-	exited  chan struct{}
-	http    *http.Client
+	cmd   *exec.Cmd
+	addr  string      // host:port it serves on
+	base  string      // "http://" or "https://" and addr
+	tls   *tls.Config // the clients' TLS, trusting its certificate; nil for plain HTTP
+	pprof string      // host:port of its net/http/pprof
+	// metricsURL is its /metrics, read with scraperToken through
+	// metricsHTTP: one client, so that scrapes reuse one connection and
+	// add no goroutines to the bridge's count.
+	metricsURL   string
+	scraperToken string
+	metricsHTTP  *http.Client
+	logPath      string
+	exited       chan struct{}
+	http         *http.Client
 }
 
 // startBridge runs bin as the bridge's ServiceAccount (kubeconfig), with
-// its production defaults except the Lease duration, and waits until it
-// serves. Its log goes to a file in dir. From sz it takes the Lease
+// its production defaults except the Lease duration and its addresses, and
+// waits until it serves; scraperToken may read its /metrics. Its log goes to a file in dir. From sz it takes the Lease
 // duration, the memory profile rate (> 0 sets GODEBUG=memprofilerate),
 // whether it serves TLS, and the extra flags, which follow the others.
-func startBridge(ctx context.Context, bin, dir, kubeconfig string, sz size) (*bridgeProc, error) {
+func startBridge(ctx context.Context, bin, dir, kubeconfig, scraperToken string, sz size) (*bridgeProc, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
 	pprofAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	metricsAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +91,7 @@ func startBridge(ctx context.Context, bin, dir, kubeconfig string, sz size) (*br
 	args := []string{
 		"--listen-address", addr,
 		"--pprof-bind-address", pprofAddr,
+		"--metrics-bind-address", metricsAddr,
 		"--namespace", bridgeNS,
 		"--replica", replica,
 		"--lease-duration", sz.lease.String(),
@@ -112,6 +123,12 @@ func startBridge(ctx context.Context, bin, dir, kubeconfig string, sz size) (*br
 		return nil, fmt.Errorf("start the bridge: %w", err)
 	}
 	b := &bridgeProc{cmd: cmd, addr: addr, base: base, tls: clientTLS, pprof: pprofAddr, logPath: logPath, exited: make(chan struct{}),
+		metricsURL: "https://" + metricsAddr + "/metrics", scraperToken: scraperToken,
+		// The metrics server's certificate is self-signed when the bridge
+		// serves plain HTTP; the public port's certificate is checked.
+		metricsHTTP: &http.Client{Timeout: scrapeTimeout, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, //nolint:gosec // a self-signed certificate, on loopback
+		}},
 		http: &http.Client{Timeout: scrapeTimeout, Transport: &http.Transport{TLSClientConfig: clientTLS}}}
 	go func() { _ = cmd.Wait(); close(b.exited) }()
 	deadline := time.Now().Add(bridgeStartTimeout)
@@ -137,10 +154,16 @@ func startBridge(ctx context.Context, bin, dir, kubeconfig string, sz size) (*br
 
 func (b *bridgeProc) pid() int { return b.cmd.Process.Pid }
 
-// metrics reads the bridge's /metrics: every sample by its name and
-// labels as exposed, e.g. `virtstation_bridge_sessions_active{mode="vnc"}`.
+// metrics reads the bridge's /metrics, as Prometheus does: every sample
+// by its name and labels as exposed, e.g.
+// `virtstation_bridge_sessions_active{mode="vnc"}`.
 func (b *bridgeProc) metrics() (map[string]float64, error) {
-	resp, err := b.http.Get(b.base + "/metrics")
+	req, err := http.NewRequest(http.MethodGet, b.metricsURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+b.scraperToken)
+	resp, err := b.metricsHTTP.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,8 @@ const (
 	bridgeNS = "virtstation-system"
 	// bridgeSA is the bridge's ServiceAccount, as the shipped bindings name it.
 	bridgeSA = "virtstation-bridge"
+	// scraperSA stands for Prometheus: it may read the bridge's /metrics.
+	scraperSA = "prometheus"
 	// userNS holds the VMs and the user who opens them.
 	userNS = "idle"
 	// userSA is the workstation user whose token opens every session.
@@ -61,6 +63,9 @@ type cluster struct {
 	kubeconfig string
 	// userToken is the workstation user's bearer token.
 	userToken string
+	// scraperToken is a Prometheus's bearer token, bound to the shipped
+	// ClusterRole that may get the bridge's /metrics.
+	scraperToken string
 }
 
 // startCluster brings the cluster up; call stop when done.
@@ -113,7 +118,7 @@ func startCluster(ctx context.Context) (c *cluster, err error) {
 			return c, err
 		}
 	}
-	for _, f := range []string{"bridge_role.yaml", "workstation_user_role.yaml"} {
+	for _, f := range []string{"bridge_role.yaml", "bridge_metrics_reader_role.yaml", "workstation_user_role.yaml"} {
 		if err := c.apply(ctx, filepath.Join(root, "config", "rbac", f)); err != nil {
 			return c, err
 		}
@@ -130,6 +135,17 @@ func startCluster(ctx context.Context) (c *cluster, err error) {
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: userSA, Namespace: userNS}},
 	}
 	if _, err := c.kube.RbacV1().RoleBindings(userNS).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		return c, err
+	}
+	if c.scraperToken, err = c.token(ctx, bridgeNS, scraperSA); err != nil {
+		return c, err
+	}
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "virtstation-bridge-metrics-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "virtstation-bridge-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: scraperSA, Namespace: bridgeNS}},
+	}
+	if _, err := c.kube.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
 		return c, err
 	}
 	return c, nil

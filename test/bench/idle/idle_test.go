@@ -230,7 +230,7 @@ func measureBridge(ctx context.Context, tb testing.TB, sz size) bridgeResult {
 	if err := c.createVMs(ctx, append([]string{"warm-up"}, names...)); err != nil {
 		tb.Fatal(err)
 	}
-	b, err := startBridge(ctx, bin, c.dir, c.kubeconfig, sz)
+	b, err := startBridge(ctx, bin, c.dir, c.kubeconfig, c.scraperToken, sz)
 	if err != nil {
 		tb.Fatal(err)
 	}
