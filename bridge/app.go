@@ -57,7 +57,6 @@ type Config struct {
 	Options    Options
 	Log        logr.Logger
 	Registerer prometheus.Registerer
-	Gatherer   prometheus.Gatherer
 }
 
 // NewScheme knows the objects the bridge reads: VMs and VMIs.
@@ -122,7 +121,6 @@ func NewFromConfig(ctx context.Context, cfg *rest.Config, c Config) (*Server, er
 		HostKeys:   sshbridge.NewConfigMapStore(kube, c.Namespace),
 		Log:        c.Log,
 		Registerer: c.Registerer,
-		Gatherer:   c.Gatherer,
 	})
 }
 

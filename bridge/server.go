@@ -36,8 +36,6 @@ type Deps struct {
 	Log logr.Logger
 	// Registerer takes the bridge's metrics; nil makes a private registry.
 	Registerer prometheus.Registerer
-	// Gatherer serves /metrics; nil serves the private registry.
-	Gatherer prometheus.Gatherer
 	// Ready reports readiness for /readyz; nil is always ready.
 	Ready func() error
 }
@@ -70,8 +68,7 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		return nil, err
 	}
 	if deps.Registerer == nil {
-		reg := prometheus.NewRegistry()
-		deps.Registerer, deps.Gatherer = reg, reg
+		deps.Registerer = prometheus.NewRegistry()
 	}
 	s := &Server{
 		opts:    opts.withDefaults(),

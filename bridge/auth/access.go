@@ -14,10 +14,20 @@ import (
 type Attributes struct {
 	Namespace, Name                    string
 	Verb, Group, Resource, Subresource string
+	// Path, when set, makes it a question about a non-resource URL
+	// (/metrics): only Verb counts besides it.
+	Path string
 }
+
+// MetricsAccess is what scraping the bridge's metrics needs, as for any
+// controller-runtime metrics endpoint.
+func MetricsAccess(path string) Attributes { return Attributes{Verb: "get", Path: path} }
 
 // String reads like the rule a cluster admin would grant.
 func (a Attributes) String() string {
+	if a.Path != "" {
+		return fmt.Sprintf("%s on the non-resource URL %s", a.Verb, a.Path)
+	}
 	res := a.Resource
 	if a.Subresource != "" {
 		res += "/" + a.Subresource
@@ -85,11 +95,10 @@ type ForbiddenError struct {
 }
 
 func (e *ForbiddenError) Error() string {
-	on := e.Attr.Namespace + "/" + e.Attr.Name
-	if e.Attr.Name == "" {
-		on = "the cluster"
+	if e.Attr.Path != "" {
+		return fmt.Sprintf("user %q may not do this: it needs %s", e.User, e.Attr)
 	}
-	return fmt.Sprintf("user %q may not do this on %s: it needs %s (the same RBAC as virtctl)", e.User, on, e.Attr)
+	return fmt.Sprintf("user %q may not do this on %s/%s: it needs %s (the same RBAC as virtctl)", e.User, e.Attr.Namespace, e.Attr.Name, e.Attr)
 }
 
 // Authorize returns nil when u may do a, a *ForbiddenError when RBAC says
@@ -99,13 +108,16 @@ func (z *Authorizer) Authorize(ctx context.Context, u User, a Attributes) error 
 	for k, v := range u.Extra {
 		extra[k] = v
 	}
-	sar, err := z.reviews.Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
-		User: u.Name, UID: u.UID, Groups: u.Groups, Extra: extra,
-		ResourceAttributes: &authzv1.ResourceAttributes{
+	spec := authzv1.SubjectAccessReviewSpec{User: u.Name, UID: u.UID, Groups: u.Groups, Extra: extra}
+	if a.Path != "" {
+		spec.NonResourceAttributes = &authzv1.NonResourceAttributes{Path: a.Path, Verb: a.Verb}
+	} else {
+		spec.ResourceAttributes = &authzv1.ResourceAttributes{
 			Namespace: a.Namespace, Name: a.Name, Verb: a.Verb,
 			Group: a.Group, Resource: a.Resource, Subresource: a.Subresource,
-		},
-	}}, metav1.CreateOptions{})
+		}
+	}
+	sar, err := z.reviews.Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("ask the API server about %s: %w", a, err)
 	}

@@ -101,7 +101,7 @@ func main() {
 	srv, err := bridge.NewFromConfig(ctx, cfg, bridge.Config{
 		Namespace: ns, Replica: replica, LeaseDuration: lease, SweepEvery: sweep, Options: opts,
 		APIQPS: float32(apiQPS), APIBurst: apiBurst,
-		Log: log, Registerer: reg, Gatherer: reg,
+		Log: log, Registerer: reg,
 	})
 	if err != nil {
 		log.Error(err, "start the bridge")

@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/client-go/rest"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -28,9 +27,10 @@ type metricsOptions struct {
 // collectors and client-go's request metrics there.
 func metricsRegistry() ctrlmetrics.RegistererGatherer { return ctrlmetrics.Registry }
 
-// newMetricsServer serves metricsRegistry on o.bindAddress, as
-// controller-runtime's manager does: each request's bearer token is
-// checked with a TokenReview, and a SubjectAccessReview asks whether its
+// newMetricsServer serves metricsRegistry on o.bindAddress with
+// controller-runtime's metrics server, as its manager does: each request's
+// bearer token is checked with a TokenReview (metricsAuth), and a
+// SubjectAccessReview asks whether its
 // user may get the non-resource URL /metrics (ClusterRole
 // virtstation-bridge-metrics-reader grants it), both through cfg, as the
 // bridge's ServiceAccount. It returns nil when o.bindAddress is "0".
@@ -45,7 +45,7 @@ func newMetricsServer(o metricsOptions, cfg *rest.Config) (metricsserver.Server,
 	opts := metricsserver.Options{
 		BindAddress:    o.bindAddress,
 		SecureServing:  o.secure,
-		FilterProvider: filters.WithAuthenticationAndAuthorization,
+		FilterProvider: metricsAuth,
 		// HTTP/2 off, as kubebuilder scaffolds it: its rapid-reset and
 		// stream-cancellation CVEs are not worth it for one scraper.
 		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},

@@ -84,7 +84,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		TLSClientConfig: rest.TLSClientConfig{CAData: cp.Config.CAData}}
 	reg := metricsRegistry()
 	srv, err := bridge.NewFromConfig(ctx, asBridge, bridge.Config{
-		Namespace: bridgeNamespace, Replica: "replica-a", Registerer: reg, Gatherer: reg,
+		Namespace: bridgeNamespace, Replica: "replica-a", Registerer: reg,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,8 @@ func TestMetricsEndpoint(t *testing.T) {
 		wantBody []string
 	}{
 		"no token":                 {want: http.StatusUnauthorized},
-		"a user without the role":  {token: eveToken, want: http.StatusForbidden, wantBody: []string{"Authorization denied for user system:serviceaccount:team-a:eve"}},
+		"a forged token":           {token: "not-a-token", want: http.StatusUnauthorized, wantBody: []string{"not accepted"}},
+		"a user without the role":  {token: eveToken, want: http.StatusForbidden, wantBody: []string{`user "system:serviceaccount:team-a:eve" may not do this: it needs get on the non-resource URL /metrics`}},
 		"Prometheus bound to it":   {token: promToken, want: http.StatusOK, wantBody: []string{"virtstation_bridge_session_requests_total{mode=\"console\"", "virtstation_bridge_vnc_request_to_update_seconds_bucket", "go_goroutines", "rest_client_requests_total"}},
 		"the bridge's own account": {token: bridgeToken, want: http.StatusForbidden},
 	}

@@ -154,7 +154,7 @@ func startReplica(ctx context.Context, name string, opts bridge.Options) (*httpt
 	reg := prometheus.NewRegistry()
 	srv, err := bridge.NewFromConfig(ctx, bridgeSA, bridge.Config{
 		Namespace: bridgeNS, Replica: name, LeaseDuration: leaseDuration, Options: opts,
-		Log: logs.logger().WithName(name), Registerer: reg, Gatherer: reg,
+		Log: logs.logger().WithName(name), Registerer: reg,
 	})
 	if err != nil {
 		return nil, err
