@@ -122,6 +122,8 @@ fuzz:
 	$(GO) test ./webhooks/validate -run '^$$' -fuzz FuzzParseVolumeDisks -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./bridge/auth -run '^$$' -fuzz FuzzTokenFrom -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./bridge/auth -run '^$$' -fuzz FuzzOriginPolicy -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./bridge -run '^$$' -fuzz FuzzInvalidName -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./bridge -run '^$$' -fuzz FuzzTakeOverAsked -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./bridge/session -run '^$$' -fuzz FuzzParseHolder -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./bridge/session -run '^$$' -fuzz FuzzLeaseName -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./bridge/sshbridge -run '^$$' -fuzz FuzzParseHello -fuzztime $(FUZZTIME) -fuzzminimizetime 5s

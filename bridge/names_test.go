@@ -32,3 +32,19 @@ func TestInvalidName(t *testing.T) {
 		})
 	}
 }
+
+// FuzzInvalidName holds the name check to what the API server and a URL
+// path can take: whatever it lets through names one object, at one path.
+func FuzzInvalidName(f *testing.F) {
+	for _, s := range [][2]string{{"team-a", "ws1"}, {"team-a", ".."}, {"a", "b.c"}, {"", "x"}, {"ns", "a/b"}, {"ns", "%2e"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, namespace, name string) {
+		if invalidName(namespace, name) != "" {
+			return
+		}
+		if name == "." || name == ".." || strings.ContainsAny(name+namespace, "/%?#\\ \x00") || len(name) > 253 || len(namespace) > 63 {
+			t.Fatalf("invalidName(%q, %q) let it through", namespace, name)
+		}
+	})
+}

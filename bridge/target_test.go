@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,4 +78,33 @@ func TestGuestAddressIsTheFirstReported(t *testing.T) {
 	if got := guestAddress(vmi); got != "10.0.0.7" {
 		t.Fatalf("guestAddress = %q", got)
 	}
+}
+
+// FuzzTakeOverAsked holds the take-over decision to its rules for any
+// query: KubeVirt's preserveSession counts only on its VNC path, and only a
+// take-over takes the display.
+func FuzzTakeOverAsked(f *testing.F) {
+	for _, q := range []string{"", "preserveSession=false", "preserveSession=true", "takeover=true", "preserveSession=1&takeover=true", "preserveSession=x", "preserveSession"} {
+		f.Add(q, false, true)
+	}
+	f.Fuzz(func(t *testing.T, query string, byVM, vnc bool) {
+		m := modeConsole
+		if vnc {
+			m = modeVNC
+		}
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.URL.RawQuery = query
+		takeover, takeDisplay := takeOverAsked(r, m, byVM)
+		q := r.URL.Query()
+		switch {
+		case takeDisplay && !takeover:
+			t.Fatalf("%q: takes the display without a take-over", query)
+		case takeDisplay && (byVM || !vnc):
+			t.Fatalf("%q: takes the display on a path that is not KubeVirt's VNC", query)
+		case takeover && !takeDisplay && q.Get("takeover") != "true":
+			t.Fatalf("%q: a take-over nobody asked for", query)
+		case !q.Has("preserveSession") && takeDisplay:
+			t.Fatalf("%q: takes the display without preserveSession", query)
+		}
+	})
 }
