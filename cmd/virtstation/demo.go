@@ -74,8 +74,13 @@ func runDemo(ctx context.Context, args []string, s streams) int {
 		fmt.Fprintf(s.err, "demo: %v\n", err)
 		return exitFailure
 	}
-	tokenPath := filepath.Join(filepath.Dir(*kubeconfig), demoUser+".token")
-	stopBridge, err := demoBridge(ctx, env, *bridgeAddr, tokenPath, s.out)
+	// Absolute: the user's kubeconfig names the token and CA files.
+	userDir, err := filepath.Abs(filepath.Dir(*kubeconfig))
+	if err != nil {
+		fmt.Fprintf(s.err, "demo: %v\n", err)
+		return exitFailure
+	}
+	stopBridge, err := demoBridge(ctx, env, *bridgeAddr, demoFiles{dir: userDir}, s.out)
 	if err != nil {
 		fmt.Fprintf(s.err, "demo: bridge: %v\n", err)
 		return exitFailure

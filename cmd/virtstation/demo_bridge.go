@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -35,10 +36,16 @@ const (
 // demoIOTimeout bounds the demo's own console exchange.
 const demoIOTimeout = 15 * time.Second
 
-// demoBridge runs the bridge on the demo control plane, proves it by typing
-// into the console through it, and prints how to reach it. It returns a
-// stop function; nil when QEMU is missing (the rest of the demo runs).
-func demoBridge(ctx context.Context, env *envtest.Env, addr, tokenPath string, out io.Writer) (func() error, error) {
+// demoServerIdleTimeout closes a keep-alive connection left idle this
+// long, as the bridge's own servers do.
+const demoServerIdleTimeout = 2 * time.Minute
+
+// demoBridge runs the bridge on the demo control plane over TLS, proves it
+// by typing into the console through it, writes the user's token, the demo
+// CA and a kubeconfig for virtctl to f, and prints how to reach it. It
+// returns a stop function; nil when QEMU is missing (the rest of the demo
+// runs).
+func demoBridge(ctx context.Context, env *envtest.Env, addr string, f demoFiles, out io.Writer) (func() error, error) {
 	if _, err := exec.LookPath(qemu.Binary); err != nil {
 		fmt.Fprintf(out, "\nSkipping the bridge: it needs QEMU for the VM's console and display (apt-get install qemu-system-x86).\n")
 		return nil, nil
@@ -51,7 +58,12 @@ func demoBridge(ctx context.Context, env *envtest.Env, addr, tokenPath string, o
 	// The bridge's own context: its Lease watch must end before the API
 	// server is stopped.
 	bctx, cancel := context.WithCancel(ctx)
-	srv, token, err := demoBridgeServer(bctx, env, stack, tokenPath)
+	srv, token, err := demoBridgeServer(bctx, env, stack, f.token())
+	if err != nil {
+		cancel()
+		return nil, errors.Join(err, stack.Stop())
+	}
+	serverTLS, clientTLS, err := demoTLS(f)
 	if err != nil {
 		cancel()
 		return nil, errors.Join(err, stack.Stop())
@@ -61,26 +73,38 @@ func demoBridge(ctx context.Context, env *envtest.Env, addr, tokenPath string, o
 		cancel()
 		return nil, errors.Join(fmt.Errorf("bridge address %s: %w (choose another with --bridge-address)", addr, err), stack.Stop())
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
+	hs := &http.Server{Handler: srv, TLSConfig: serverTLS, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: demoServerIdleTimeout}
+	go func() { _ = hs.ServeTLS(ln, "", "") }()
 	stop := func() error {
 		cancel()
 		return errors.Join(hs.Close(), stack.Stop())
 	}
 
-	base := "http://" + ln.Addr().String()
-	if err := demoConsole(base, token, out); err != nil {
+	base := "https://" + dialAddr(ln.Addr())
+	if err := writeDemoKubeconfig(base, f); err != nil {
+		return nil, errors.Join(err, stop())
+	}
+	if err := demoConsole(base, token, clientTLS, out); err != nil {
 		return nil, errors.Join(err, stop())
 	}
 	vmPath := "/api/v1/namespaces/" + demoNamespace + "/virtualmachines/" + demoVM
 	uiPath := "/ui/namespaces/" + demoNamespace + "/virtualmachines/" + demoVM
+	kc := f.kubeconfig()
 	fmt.Fprintf(out, `
-The bridge serves on %s. %s's token (a ServiceAccount with the
-workstation-user role) is in %s. Try:
-  open the VM in a browser: %s%s#mode=display&token=$(cat %s)
-  curl -H "Authorization: Bearer $(cat %s)" %s%s/sessions
-  virtctl-style clients: ws://%s%s/{console,vnc,ssh}
-`, base, demoUser, tokenPath, base, uiPath, tokenPath, tokenPath, base, vmPath, ln.Addr(), vmPath)
+The bridge serves on %s, with a certificate from the demo CA in
+%s. %s's token (a ServiceAccount with the workstation-user role)
+is in %s, and a kubeconfig for her that points
+virtctl at the bridge in %s. Try:
+  virtctl --kubeconfig %s console %s
+  virtctl --kubeconfig %s vnc --proxy-only %s
+  virtctl --kubeconfig %s vnc screenshot %s -f shot.png
+  curl --cacert %s -H "Authorization: Bearer $(cat %s)" %s%s/sessions
+  open the VM in a browser (import %s, or accept the warning):
+    %s%s#mode=display&token=$(cat %s)
+`, base, f.ca(), demoUser, f.token(), kc,
+		kc, demoVM, kc, demoVM, kc, demoVM,
+		f.ca(), f.token(), base, vmPath,
+		f.ca(), base, uiPath, f.token())
 	return stop, nil
 }
 
@@ -118,10 +142,11 @@ func demoBridgeServer(ctx context.Context, env *envtest.Env, stack *bridgestack.
 
 // demoConsole types into the VM's serial console through the bridge, as a
 // user would, and shows that a second client is told who holds it.
-func demoConsole(base, token string, out io.Writer) error {
-	url := "ws" + strings.TrimPrefix(base, "http") + "/api/v1/namespaces/" + demoNamespace + "/virtualmachines/" + demoVM + "/console"
+func demoConsole(base, token string, clientTLS *tls.Config, out io.Writer) error {
+	url := "wss" + strings.TrimPrefix(base, "https") + "/api/v1/namespaces/" + demoNamespace + "/virtualmachines/" + demoVM + "/console"
 	h := http.Header{"Authorization": {"Bearer " + token}}
-	c, resp, err := websocket.DefaultDialer.Dial(url, h)
+	dialer := &websocket.Dialer{TLSClientConfig: clientTLS, HandshakeTimeout: demoIOTimeout}
+	c, resp, err := dialer.Dial(url, h)
 	if err != nil {
 		return fmt.Errorf("open the console through the bridge: %w (%s)", err, status(resp))
 	}
@@ -139,7 +164,7 @@ func demoConsole(base, token string, out io.Writer) error {
 		got.Write(p)
 	}
 	fmt.Fprintf(out, "Console through the bridge: typed \"hello virtstation\", the guest answered \"HELLO VIRTSTATION\".\n")
-	_, resp, err = websocket.DefaultDialer.Dial(url, h)
+	_, resp, err = dialer.Dial(url, h)
 	if err == nil {
 		return errors.New("a second console session was let in while the first was open")
 	}
