@@ -91,20 +91,22 @@ func demoBridge(ctx context.Context, env *envtest.Env, addr string, f demoFiles,
 	uiPath := "/ui/namespaces/" + demoNamespace + "/virtualmachines/" + demoVM
 	kc := f.kubeconfig()
 	fmt.Fprintf(out, `
-The bridge serves on %s, with a certificate from the demo CA in
-%s. %s's token (a ServiceAccount with the workstation-user role)
-is in %s, and a kubeconfig for her that points
-virtctl at the bridge in %s. Try:
+The bridge serves on %s, with a certificate from the demo CA. For %s
+(a ServiceAccount with the workstation-user role):
+  %s  her token
+  %s  the demo CA
+  %s  a kubeconfig for virtctl: the bridge, the CA, her token
+Try (virtctl sends its token only over TLS, hence the CA):
   virtctl --kubeconfig %s console %s
   virtctl --kubeconfig %s vnc --proxy-only %s
   virtctl --kubeconfig %s vnc screenshot %s -f shot.png
   curl --cacert %s -H "Authorization: Bearer $(cat %s)" %s%s/sessions
-  open the VM in a browser (import %s, or accept the warning):
+  a browser (import the CA, or accept the warning):
     %s%s#mode=display&token=$(cat %s)
-`, base, f.ca(), demoUser, f.token(), kc,
+`, base, demoUser, f.token(), f.ca(), kc,
 		kc, demoVM, kc, demoVM, kc, demoVM,
 		f.ca(), f.token(), base, vmPath,
-		f.ca(), base, uiPath, f.token())
+		base, uiPath, f.token())
 	return stop, nil
 }
 
