@@ -37,7 +37,7 @@ const (
 const demoIOTimeout = 15 * time.Second
 
 // demoServerIdleTimeout closes a keep-alive connection left idle this
-// long, as the bridge's own servers do.
+// long; without one net/http keeps it open for as long as the peer does.
 const demoServerIdleTimeout = 2 * time.Minute
 
 // demoBridge runs the bridge on the demo control plane over TLS, proves it
