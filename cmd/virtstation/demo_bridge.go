@@ -93,9 +93,9 @@ func demoBridge(ctx context.Context, env *envtest.Env, addr string, f demoFiles,
 	fmt.Fprintf(out, `
 The bridge serves on %s, with a certificate from the demo CA. For %s
 (a ServiceAccount with the workstation-user role):
-  %s  her token
-  %s  the demo CA
-  %s  a kubeconfig for virtctl: the bridge, the CA, her token
+  her token:                %s
+  the demo CA:              %s
+  a kubeconfig for virtctl: %s (the bridge, the CA, her token)
 Try (virtctl sends its token only over TLS, hence the CA):
   virtctl --kubeconfig %s console %s
   virtctl --kubeconfig %s vnc --proxy-only %s

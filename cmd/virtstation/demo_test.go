@@ -138,6 +138,27 @@ func TestDemo(t *testing.T) {
 		}
 	})
 
+	// virtctl vnc --proxy-only, as kubecli's VNC(name, false) dials.
+	t.Run("vnc over TLS through KubeVirt's path", func(t *testing.T) {
+		c, resp, err := kubecliDial(cfg, ns, demoVM, "vnc", url.Values{"preserveSession": {"false"}})
+		if err != nil {
+			t.Fatalf("open the display as kubecli does: %v (%s)", err, status(resp))
+		}
+		defer func() { _ = c.Close() }()
+		_ = c.SetReadDeadline(time.Now().Add(demoIOTimeout))
+		var got []byte
+		for len(got) < 12 {
+			_, p, err := c.ReadMessage()
+			if err != nil {
+				t.Fatalf("read the display (got %q): %v", got, err)
+			}
+			got = append(got, p...)
+		}
+		if !bytes.HasPrefix(got, []byte("RFB 003.")) {
+			t.Errorf("display opened with %q; want QEMU's RFB version", got)
+		}
+	})
+
 	t.Run("plain HTTP is not served", func(t *testing.T) {
 		u, err := url.Parse(cfg.Host)
 		if err != nil {
