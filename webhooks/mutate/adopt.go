@@ -112,7 +112,8 @@ func (s *Sweeper) Start(ctx context.Context) error {
 	t := time.NewTicker(s.Every)
 	defer t.Stop()
 	for {
-		if err := s.Sweep(ctx, time.Now()); err != nil {
+		// A sweep cut short by shutdown is not a failure.
+		if err := s.Sweep(ctx, time.Now()); err != nil && ctx.Err() == nil {
 			logf.FromContext(ctx).Error(err, "sweep orphaned secrets")
 		}
 		select {
