@@ -36,6 +36,10 @@ const (
 // demoIOTimeout bounds the demo's own console exchange.
 const demoIOTimeout = 15 * time.Second
 
+// demoSessionsGrace bounds the wait, at stop, for open sessions to end
+// and give their Leases back (the bridge gives each release 5 s).
+const demoSessionsGrace = 10 * time.Second
+
 // demoServerIdleTimeout closes a keep-alive connection left idle this
 // long; without one net/http keeps it open for as long as the peer does.
 const demoServerIdleTimeout = 2 * time.Minute
@@ -77,7 +81,13 @@ func demoBridge(ctx context.Context, env *envtest.Env, addr string, f demoFiles,
 	go func() { _ = hs.ServeTLS(ln, "", "") }()
 	stop := func() error {
 		cancel()
-		return errors.Join(hs.Close(), stack.Stop())
+		closeErr := hs.Close()
+		// Sessions give their Leases back on goroutines of their own; the
+		// API server must outlive that.
+		wctx, done := context.WithTimeout(context.WithoutCancel(ctx), demoSessionsGrace)
+		defer done()
+		waitErr := srv.Wait(wctx)
+		return errors.Join(closeErr, waitErr, stack.Stop())
 	}
 
 	base := "https://" + dialAddr(ln.Addr())
@@ -112,7 +122,7 @@ Try (virtctl sends its token only over TLS, hence the CA):
 
 // demoBridgeServer gives the demo VM a running instance backed by QEMU, a
 // user allowed to reach it, and a bridge replica.
-func demoBridgeServer(ctx context.Context, env *envtest.Env, stack *bridgestack.Stack, tokenPath string) (http.Handler, string, error) {
+func demoBridgeServer(ctx context.Context, env *envtest.Env, stack *bridgestack.Stack, tokenPath string) (*bridge.Server, string, error) {
 	vmi := &kubevirtv1.VirtualMachineInstance{
 		ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoVM},
 		Spec:       kubevirtv1.VirtualMachineInstanceSpec{Domain: kubevirtv1.DomainSpec{}},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -50,7 +51,9 @@ func TestDemo(t *testing.T) {
 	runCtx, stopDemo := context.WithCancel(ctx)
 	exited := make(chan int, 1)
 	go func() { exited <- runDemo(runCtx, args, streams{out: out, err: errs}) }()
-	// Ctrl-C, then wait for the demo to have cleaned up.
+	// Ctrl-C, as a user does with virtctl still connected (held), then
+	// wait for the demo to have cleaned up.
+	var held *websocket.Conn
 	defer func() {
 		stopDemo()
 		if code := <-exited; code != exitOK {
@@ -58,6 +61,22 @@ func TestDemo(t *testing.T) {
 		}
 		if errs.Len() > 0 {
 			t.Errorf("demo wrote to stderr:\n%s", errs.String())
+		}
+		if held == nil {
+			return
+		}
+		defer func() { _ = held.Close() }()
+		_ = held.SetReadDeadline(time.Now().Add(demoIOTimeout))
+		for {
+			if _, _, err := held.ReadMessage(); err != nil {
+				// 1001 from the bridge, or 4004 when QEMU, which stops on
+				// the same Ctrl-C, hangs up first: either is a close frame.
+				var ce *websocket.CloseError
+				if !errors.As(err, &ce) {
+					t.Errorf("a console open at Ctrl-C ended with %v; want a close frame", err)
+				}
+				return
+			}
 		}
 	}()
 	select {
@@ -214,6 +233,12 @@ func TestDemo(t *testing.T) {
 			t.Errorf("screenshot is not a PNG: %d bytes, %q...", len(raw), raw[:min(len(raw), 16)])
 		}
 	})
+
+	c, resp, err := kubecliDial(cfg, ns, demoVM, "console", nil)
+	if err != nil {
+		t.Fatalf("open the console to hold over Ctrl-C: %v (%s)", err, status(resp))
+	}
+	held = c
 }
 
 // kubecliDial opens a VMI subresource WebSocket from cfg the way
