@@ -234,11 +234,68 @@ func TestDemo(t *testing.T) {
 		}
 	})
 
+	// The printed commands with KubeVirt's own kubecli (test/kubecli), as
+	// virtctl makes them, on the demo's kubeconfig as written.
+	t.Run("kubecli-peer with the demo's kubeconfig", func(t *testing.T) {
+		bin := kubecliPeerBin(t)
+		run := func(stdin io.Reader, args ...string) (string, error) {
+			cctx, done := context.WithTimeout(ctx, demoIOTimeout)
+			defer done()
+			cmd := exec.CommandContext(cctx, bin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				return stdout.String(), fmt.Errorf("kubecli-peer %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+			}
+			return stdout.String(), nil
+		}
+		if _, err := run(nil, "version"); err != nil {
+			t.Error(err)
+		}
+		shot := filepath.Join(t.TempDir(), "shot.png")
+		if _, err := run(nil, "screenshot", demoVM, "--file", shot); err != nil {
+			t.Error(err)
+		} else if b, err := os.ReadFile(shot); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("shot.png: %d bytes, %v; want a PNG", len(b), err)
+		}
+		// The console copies stdin until it ends; the guest echoes as it
+		// reads, so the answer is on stdout by the time stdin is drained.
+		pr, pw := io.Pipe()
+		go func() {
+			_, _ = pw.Write([]byte("hello from kubecli"))
+			time.Sleep(2 * time.Second)
+			_ = pw.Close()
+		}()
+		got, err := run(pr, "console", demoVM)
+		if err != nil {
+			t.Error(err)
+		} else if !strings.Contains(got, "HELLO FROM KUBECLI") {
+			t.Errorf("console printed %q; want the guest's HELLO FROM KUBECLI", got)
+		}
+	})
+
 	c, resp, err := kubecliDial(cfg, ns, demoVM, "console", nil)
 	if err != nil {
 		t.Fatalf("open the console to hold over Ctrl-C: %v (%s)", err, status(resp))
 	}
 	held = c
+}
+
+// kubecliPeerBin is test/kubecli's kubecli-peer: $KUBECLI_PEER (make test
+// sets it), else built (once per machine) by hack/kubecli-peer.sh.
+func kubecliPeerBin(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("KUBECLI_PEER"); p != "" {
+		return p
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(filepath.Join("..", "..", "hack", "kubecli-peer.sh"))
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("hack/kubecli-peer.sh: %v: %s", err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // kubecliDial opens a VMI subresource WebSocket from cfg the way
