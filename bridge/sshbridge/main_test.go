@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 )
 
 // The ConfigMapStore tests share one API server, started by the first test
@@ -16,7 +16,7 @@ import (
 // none) and stopped by TestMain.
 var (
 	controlPlaneOnce sync.Once
-	controlPlane     *envtest.ControlPlane
+	controlPlane     *testenv.ControlPlane
 	controlPlaneErr  error
 )
 
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 // separate bridge replica would have.
 func newClientset(t testing.TB) kubernetes.Interface {
 	t.Helper()
-	controlPlaneOnce.Do(func() { controlPlane, controlPlaneErr = envtest.StartControlPlane() })
+	controlPlaneOnce.Do(func() { controlPlane, controlPlaneErr = testenv.StartControlPlane() })
 	if controlPlaneErr != nil {
 		t.Fatalf("start control plane: %v", controlPlaneErr)
 	}

@@ -20,7 +20,7 @@ type configParams struct {
 func renderConfig(p configParams) string {
 	yesNo := map[bool]string{true: "yes", false: "no"}
 	lines := []string{
-		"# Written by github.com/virtstation/virtstation/test/sshd for one test run.",
+		"# Written by github.com/virtstation/virtstation/internal/sshd for one test run.",
 		"ListenAddress " + net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Port)),
 		"HostKey " + p.HostKey,
 		"PidFile " + p.PidFile,

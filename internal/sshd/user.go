@@ -27,7 +27,7 @@ const stateDir = "/var/lib/virtstation-test"
 // binaries running at the same time agree on one password.
 func ensureUser() (string, error) {
 	if os.Geteuid() != 0 {
-		return "", fmt.Errorf("test/sshd must run as root: sshd needs root for privilege separation, and the tests log in as the local user %s, which Start creates when missing", TestUser)
+		return "", fmt.Errorf("internal/sshd must run as root: sshd needs root for privilege separation, and the tests log in as the local user %s, which Start creates when missing", TestUser)
 	}
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return "", fmt.Errorf("create %s: %w", stateDir, err)

@@ -26,14 +26,14 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/virtstation/virtstation/test/qemu"
+	"github.com/virtstation/virtstation/internal/qemu"
 )
 
 // demoReadyTimeout bounds the demo's start, with the control plane, QEMU
 // and the bridge (binaries already built).
 const demoReadyTimeout = 3 * time.Minute
 
-// TestDemo runs `virtstation demo` as a user does, and while it keeps
+// TestDemo runs `virtstation-demo` as a user does, and while it keeps
 // running checks what a newcomer would see and that the virtctl commands it
 // prints reach the bridge: the kubeconfig it writes is loaded as virtctl
 // loads it, and the requests are the ones kubevirt.io/client-go's kubecli

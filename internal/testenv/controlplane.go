@@ -1,4 +1,4 @@
-package envtest
+package testenv
 
 import (
 	"errors"

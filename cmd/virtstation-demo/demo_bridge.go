@@ -20,9 +20,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/virtstation/virtstation/bridge"
-	"github.com/virtstation/virtstation/test/bridgestack"
-	"github.com/virtstation/virtstation/test/envtest"
-	"github.com/virtstation/virtstation/test/qemu"
+	"github.com/virtstation/virtstation/internal/bridgestack"
+	"github.com/virtstation/virtstation/internal/qemu"
+	"github.com/virtstation/virtstation/internal/testenv"
 )
 
 // The demo's workstation: an example VM whose console and display are a
@@ -49,7 +49,7 @@ const demoServerIdleTimeout = 2 * time.Minute
 // CA and a kubeconfig for virtctl to f, and prints how to reach it. It
 // returns a stop function; nil when QEMU is missing (the rest of the demo
 // runs).
-func demoBridge(ctx context.Context, env *envtest.Env, addr string, f demoFiles, out io.Writer) (func() error, error) {
+func demoBridge(ctx context.Context, env *testenv.Env, addr string, f demoFiles, out io.Writer) (func() error, error) {
 	if _, err := exec.LookPath(qemu.Binary); err != nil {
 		fmt.Fprintf(out, "\nSkipping the bridge: it needs QEMU for the VM's console and display (apt-get install qemu-system-x86).\n")
 		return nil, nil
@@ -122,7 +122,7 @@ Try (virtctl sends its token only over TLS, hence the CA):
 
 // demoBridgeServer gives the demo VM a running instance backed by QEMU, a
 // user allowed to reach it, and a bridge replica.
-func demoBridgeServer(ctx context.Context, env *envtest.Env, stack *bridgestack.Stack, tokenPath string) (*bridge.Server, string, error) {
+func demoBridgeServer(ctx context.Context, env *testenv.Env, stack *bridgestack.Stack, tokenPath string) (*bridge.Server, string, error) {
 	vmi := &kubevirtv1.VirtualMachineInstance{
 		ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoVM},
 		Spec:       kubevirtv1.VirtualMachineInstanceSpec{Domain: kubevirtv1.DomainSpec{}},

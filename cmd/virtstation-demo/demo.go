@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/internal/testenv"
 	"github.com/virtstation/virtstation/render"
-	"github.com/virtstation/virtstation/test/envtest"
 	"github.com/virtstation/virtstation/webhooks/mutate"
 )
 
@@ -54,7 +54,7 @@ func runDemo(ctx context.Context, args []string, s streams) int {
 		return exitBadInput
 	}
 	fmt.Fprintln(s.out, "Starting kube-apiserver, etcd and the Virtstation webhook (first run on a machine builds the binaries)...")
-	env, err := envtest.Start(ctx)
+	env, err := testenv.Start(ctx)
 	if err != nil {
 		fmt.Fprintf(s.err, "demo: %v\n", err)
 		return exitFailure
@@ -126,7 +126,7 @@ func readDir(dir string) ([]render.Object, error) {
 	return out, nil
 }
 
-func writeKubeconfig(env *envtest.Env, path string) error {
+func writeKubeconfig(env *testenv.Env, path string) error {
 	b, err := env.AddAdmin("demo")
 	if err != nil {
 		return fmt.Errorf("create demo user: %w", err)
@@ -139,7 +139,7 @@ func writeKubeconfig(env *envtest.Env, path string) error {
 
 // applyAndShow creates each object through the API server and prints every
 // VirtualMachine as stored, with what the webhook injected.
-func applyAndShow(ctx context.Context, env *envtest.Env, objs []render.Object, out io.Writer) error {
+func applyAndShow(ctx context.Context, env *testenv.Env, objs []render.Object, out io.Writer) error {
 	c, warn, err := env.ClientWithWarnings()
 	if err != nil {
 		return err
@@ -179,7 +179,7 @@ func applyAndShow(ctx context.Context, env *envtest.Env, objs []render.Object, o
 
 // showSecrets lists the Secrets Virtstation wrote for the managed VMs, with
 // their keys and sizes (not their content).
-func showSecrets(ctx context.Context, env *envtest.Env, vms []*kubevirtv1.VirtualMachine, out io.Writer) error {
+func showSecrets(ctx context.Context, env *testenv.Env, vms []*kubevirtv1.VirtualMachine, out io.Writer) error {
 	seen := map[string]bool{}
 	var lines []string
 	for _, vm := range vms {
@@ -259,7 +259,7 @@ func showVM(out io.Writer, vm *kubevirtv1.VirtualMachine, warns []string) error 
 
 // showEvents prints the Injected events of the managed VMs, waiting briefly
 // for the reporter to write them.
-func showEvents(ctx context.Context, env *envtest.Env, vms []*kubevirtv1.VirtualMachine, out io.Writer) error {
+func showEvents(ctx context.Context, env *testenv.Env, vms []*kubevirtv1.VirtualMachine, out io.Writer) error {
 	if len(vms) == 0 {
 		return nil
 	}

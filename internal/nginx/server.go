@@ -73,7 +73,7 @@ func Reserve() (string, error) {
 func mainConfig(dir string) string {
 	p := func(name string) string { return filepath.Join(dir, name) }
 	return strings.Join([]string{
-		"# Written by github.com/virtstation/virtstation/test/nginx for one test run.",
+		"# Written by github.com/virtstation/virtstation/internal/nginx for one test run.",
 		"daemon off;",
 		"worker_processes 1;",
 		"pid " + p("nginx.pid") + ";",

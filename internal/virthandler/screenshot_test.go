@@ -10,7 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/virtstation/virtstation/test/qemu"
+	"github.com/virtstation/virtstation/internal/qemu"
 )
 
 func TestScreenshotIsQEMUsDisplay(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/virtstation/virtstation/test/qemu"
+	"github.com/virtstation/virtstation/internal/qemu"
 )
 
 // screenshotTimeout bounds one screendump. QEMU writes a PNG of its display

@@ -1,4 +1,4 @@
-package envtest
+package testenv
 
 import (
 	"context"
@@ -84,7 +84,7 @@ func Start(ctx context.Context, opts ...StartOption) (*Env, error) {
 	}
 	te := &crenvtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(root, "test", "envtest", "crds")},
+		CRDDirectoryPaths:     []string{filepath.Join(root, "internal", "testenv", "crds")},
 		ErrorIfCRDPathMissing: true,
 		WebhookInstallOptions: crenvtest.WebhookInstallOptions{
 			Paths: []string{filepath.Join(root, "config", "webhook")},

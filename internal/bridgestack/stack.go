@@ -20,9 +20,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtstation/virtstation/test/envtest"
-	"github.com/virtstation/virtstation/test/qemu"
-	"github.com/virtstation/virtstation/test/virthandler"
+	"github.com/virtstation/virtstation/internal/qemu"
+	"github.com/virtstation/virtstation/internal/testenv"
+	"github.com/virtstation/virtstation/internal/virthandler"
 )
 
 // Namespace is where the bridge runs: its ServiceAccount, Leases and
@@ -50,7 +50,7 @@ type Stack struct {
 // Start brings the stack up on the control plane adminCfg reaches, whose
 // API server runs with the front proxy fp. root is the repository (for
 // config/rbac). Call Stop when done.
-func Start(ctx context.Context, adminCfg *rest.Config, fp *envtest.FrontProxy, root string) (s *Stack, err error) {
+func Start(ctx context.Context, adminCfg *rest.Config, fp *testenv.FrontProxy, root string) (s *Stack, err error) {
 	s = &Stack{}
 	if s.dir, err = os.MkdirTemp("", "virtstation-bridgestack-"); err != nil {
 		return nil, err
@@ -71,13 +71,13 @@ func Start(ctx context.Context, adminCfg *rest.Config, fp *envtest.FrontProxy, r
 	}
 	s.VirtAPI, err = virthandler.Start(ctx, virthandler.Options{
 		FrontProxyCA: fp.CA,
-		AllowedNames: []string{envtest.FrontProxyClientName},
-		DNSNames:     []string{envtest.SubresourceServerName},
+		AllowedNames: []string{testenv.FrontProxyClientName},
+		DNSNames:     []string{testenv.SubresourceServerName},
 	})
 	if err != nil {
 		return s, err
 	}
-	if err := envtest.RegisterSubresourceAPI(ctx, adminCfg, s.VirtAPI.Port(), s.VirtAPI.CABundle()); err != nil {
+	if err := testenv.RegisterSubresourceAPI(ctx, adminCfg, s.VirtAPI.Port(), s.VirtAPI.CABundle()); err != nil {
 		return s, err
 	}
 	if err := s.ensureNamespace(ctx, Namespace); err != nil {

@@ -4,7 +4,7 @@
 //   - GET  .../namespaces/{ns}/virtualmachineinstances/{name}/console and /vnc:
 //     a WebSocket (subprotocol plain.kubevirt.io) piped, as thin as a pipe,
 //     to the unix sockets registered for that VMI, normally a real QEMU's
-//     (test/qemu);
+//     (internal/qemu);
 //   - GET  .../namespaces/{ns}/virtualmachineinstances/{name}/vnc/screenshot:
 //     a PNG of the display, taken from QEMU's QMP monitor (screendump), as
 //     virt-handler takes it through libvirt;

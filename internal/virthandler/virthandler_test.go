@@ -16,7 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 )
 
 // ioTimeout bounds each exchange in these tests.
@@ -32,11 +32,11 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	fp, err := envtest.NewFrontProxy(t.TempDir())
+	fp, err := testenv.NewFrontProxy(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := Start(t.Context(), Options{FrontProxyCA: fp.CA, AllowedNames: []string{envtest.FrontProxyClientName}})
+	srv, err := Start(t.Context(), Options{FrontProxyCA: fp.CA, AllowedNames: []string{testenv.FrontProxyClientName}})
 	if err != nil {
 		t.Fatal(err)
 	}
