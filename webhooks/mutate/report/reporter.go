@@ -1,4 +1,4 @@
-package mutate
+package report
 
 import (
 	"context"
@@ -16,10 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/webhooks/mutate"
 )
-
-// ReasonInjected is the Event reason for a VM the webhook mutated.
-const ReasonInjected = "Injected"
 
 // Reporter emits an Event on a managed VirtualMachine whenever its
 // virtstation.io/injected record changes. The webhook cannot do it itself:
@@ -67,11 +65,11 @@ func (r *Reporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if !r.shouldReport(&vm, record) || record == "" {
 		return ctrl.Result{}, nil
 	}
-	in, err := ParseInjected(record)
+	in, err := mutate.ParseInjected(record)
 	if err != nil {
 		return ctrl.Result{}, nil // not ours to fix here; the webhook rewrites it
 	}
-	r.Recorder.Eventf(&vm, nil, corev1.EventTypeNormal, ReasonInjected, "Mutate", "virtstation %s", in.Summary())
+	r.Recorder.Eventf(&vm, nil, corev1.EventTypeNormal, mutate.ReasonInjected, "Mutate", "virtstation %s", in.Summary())
 	return ctrl.Result{}, nil
 }
 
