@@ -16,8 +16,8 @@ import (
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
-	"github.com/virtstation/virtstation/render"
 	"github.com/virtstation/virtstation/internal/testenv"
+	"github.com/virtstation/virtstation/render"
 	"github.com/virtstation/virtstation/webhooks/validate"
 )
 

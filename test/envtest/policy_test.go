@@ -224,18 +224,7 @@ func TestEnforcementModes(t *testing.T) {
 
 func setModes(t *testing.T, modes map[string]string) {
 	t.Helper()
-	ctx := context.Background()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: testenv.InstallNamespace, Name: "virtstation-policy-config",
-		Labels: map[string]string{api.LabelPolicy: api.LabelTrue}}}
-	err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cm)
-	cm.Data = modes
-	switch {
-	case apierrors.IsNotFound(err):
-		err = env.Client.Create(ctx, cm)
-	case err == nil:
-		err = env.Client.Update(ctx, cm)
-	}
-	if err != nil {
+	if err := applyModes(context.Background(), modes); err != nil {
 		t.Fatal(err)
 	}
 }

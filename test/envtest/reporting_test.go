@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtstation/virtstation/api"
-	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/internal/testenv"
+	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/webhooks/mutate"
 )
 

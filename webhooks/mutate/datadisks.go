@@ -50,7 +50,7 @@ func attachDataDisks(m *mutation) error {
 	fld := field.NewPath("metadata", "annotations").Key(api.AnnotationDataDisks)
 	wanted, errs := api.ParseDataDisks(vm.Annotations[api.AnnotationDataDisks], fld)
 	if len(errs) > 0 {
-		m.deny(errs, "data-disks", "use name:/mount,… or a JSON list of {name, mountPath, type, bus, readOnly}")
+		m.deny(errs, api.RuleDataDisks, "use name:/mount,… or a JSON list of {name, mountPath, type, bus, readOnly}")
 		return nil
 	}
 	if vm.Spec.Template == nil {
@@ -74,7 +74,7 @@ func attachDataDisks(m *mutation) error {
 		if serials.Has(serial) || diskNames.Has(diskName(serial)) {
 			m.deny(field.ErrorList{field.Invalid(fld.Index(i).Child("name"), d.Name, fmt.Sprintf(
 				"gets the same disk serial or name (%s, %s) as an earlier entry", serial, diskName(serial)))},
-				"data-disks", "rename one of the DataVolumes/PVCs so that their names differ in more than '.' and '-'")
+				api.RuleDataDisks, "rename one of the DataVolumes/PVCs so that their names differ in more than '.' and '-'")
 			continue
 		}
 		serials.Insert(serial)
@@ -102,7 +102,7 @@ func attachDataDisks(m *mutation) error {
 	for _, d := range vm.Spec.Template.Spec.Domain.Devices.Disks {
 		if d.Serial != "" && serials.Has(d.Serial) && !owned.Has(d.Name) {
 			m.deny(field.ErrorList{field.Duplicate(field.NewPath("spec", "template", "spec", "domain", "devices", "disks").Key(d.Name).Child("serial"), d.Serial)},
-				"data-disks", "give your disk another serial: Virtstation uses the data disk's name")
+				api.RuleDataDisks, "give your disk another serial: Virtstation uses the data disk's name")
 		}
 	}
 	for _, d := range attach {

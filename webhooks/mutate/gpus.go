@@ -29,7 +29,7 @@ func addGPUs(m *mutation) error {
 	fld := field.NewPath("metadata", "annotations").Key(api.AnnotationGPUs)
 	reqs, errs := api.ParseGPUs(m.in.VM.Annotations[api.AnnotationGPUs], fld)
 	if len(errs) > 0 {
-		m.deny(errs, "gpus", "use deviceName=count[,…], e.g. nvidia.com/GH100_H200=1")
+		m.deny(errs, api.RuleGPUs, "use deviceName=count[,…], e.g. nvidia.com/GH100_H200=1")
 		return nil
 	}
 	if m.in.VM.Spec.Template == nil {
@@ -47,7 +47,7 @@ func addGPUs(m *mutation) error {
 		total += n
 	}
 	if total > api.MaxGPUs {
-		m.deny(field.ErrorList{field.TooMany(field.NewPath(pathGPUs[0], pathGPUs[1:]...), total, api.MaxGPUs)}, "gpus",
+		m.deny(field.ErrorList{field.TooMany(field.NewPath(pathGPUs[0], pathGPUs[1:]...), total, api.MaxGPUs)}, api.RuleGPUs,
 			fmt.Sprintf("ask for at most %d GPUs in %s and the */gpu keys of domain.resources together", api.MaxGPUs, api.AnnotationGPUs))
 		return nil
 	}
@@ -191,7 +191,7 @@ func (m *mutation) takeGPUResources() (keys []string, counts map[string]int, ok 
 			v := list[k]
 			n, err := gpuCount(v)
 			if err != nil {
-				m.deny(field.ErrorList{field.Invalid(fld.Child(part).Key(k), shortValue(v), err.Error())}, "gpus",
+				m.deny(field.ErrorList{field.Invalid(fld.Child(part).Key(k), shortValue(v), err.Error())}, api.RuleGPUs,
 					fmt.Sprintf("give a whole number of devices from 0 to %d, e.g. \"1\"", api.MaxGPUs))
 				ok = false
 				continue
@@ -204,7 +204,7 @@ func (m *mutation) takeGPUResources() (keys []string, counts map[string]int, ok 
 		}
 	}
 	if len(counts) > api.MaxGPUs {
-		m.deny(field.ErrorList{field.TooMany(fld, len(counts), api.MaxGPUs)}, "gpus",
+		m.deny(field.ErrorList{field.TooMany(fld, len(counts), api.MaxGPUs)}, api.RuleGPUs,
 			fmt.Sprintf("use at most %d distinct */gpu resource keys", api.MaxGPUs))
 		ok = false
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 // ruleLimits names the limits in denials.
-const ruleLimits = "limits"
+const ruleLimits = api.RuleLimits
 
 // annotationPrefix is the prefix of Virtstation's annotations.
 const annotationPrefix = "virtstation.io/"

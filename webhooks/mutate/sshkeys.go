@@ -19,7 +19,7 @@ var pathAccessCredentials = []string{"spec", "template", "spec", "accessCredenti
 func setSSHKeys(m *mutation) error {
 	setting, errs := api.ParseSSH(m.in.VM.Annotations, field.NewPath("metadata", "annotations"))
 	if len(errs) > 0 {
-		m.deny(errs, "ssh-keys", "set ssh-user to a guest account and ssh-propagation to qemuGuestAgent or cloudInit")
+		m.deny(errs, api.RuleSSHKeys, "set ssh-user to a guest account and ssh-propagation to qemuGuestAgent or cloudInit")
 		return nil
 	}
 	m.sshUser = setting.User

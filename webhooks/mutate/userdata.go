@@ -83,7 +83,7 @@ func mergeCloudInit(m *mutation) error {
 	m.checkCloudConfig(user, src, fld, userSecret)
 	merged := cloudinit.Merge(user, rendered)
 	if len(merged) > api.MaxUserDataBytes {
-		m.deny(field.ErrorList{field.TooLong(field.NewPath("spec", "template", "spec", "volumes").Index(idx).Child(kind), "", api.MaxUserDataBytes)}, "cloud-init",
+		m.deny(field.ErrorList{field.TooLong(field.NewPath("spec", "template", "spec", "volumes").Index(idx).Child(kind), "", api.MaxUserDataBytes)}, api.RuleCloudInit,
 			fmt.Sprintf("your user-data merged with Virtstation's part is %d bytes and is stored in one Secret, which holds at most %d: shrink your user-data", len(merged), api.MaxUserDataBytes))
 		return nil
 	}

@@ -24,7 +24,7 @@ func setVideo(m *mutation) error {
 	}
 	fld := field.NewPath("metadata", "annotations").Key(api.AnnotationVideo)
 	if !slices.Contains(api.VideoTypes, typ) {
-		m.deny(field.ErrorList{field.NotSupported(fld, typ, api.VideoTypes)}, "video", "pick one of the supported types")
+		m.deny(field.ErrorList{field.NotSupported(fld, typ, api.VideoTypes)}, api.RuleVideo, "pick one of the supported types")
 		return nil
 	}
 	devices := m.in.VM.Spec.Template.Spec.Domain.Devices

@@ -12,6 +12,8 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/topdown"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/virtstation/virtstation/api"
 )
 
 // PolicyBudget is how long one evaluation of the whole policy set on one
@@ -36,7 +38,7 @@ const attributionTimeout = 200 * time.Millisecond
 
 // RuleDeadline is the rule ID of the denial of an admission whose policy
 // evaluation ran past its deadline.
-const RuleDeadline = "policy-deadline"
+const RuleDeadline = api.RulePolicyDeadline
 
 // DeadlineError is a policy evaluation cut off at its deadline. Module
 // names where the evaluation spent its time, found by evaluating once more

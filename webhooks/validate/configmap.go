@@ -52,7 +52,9 @@ const budgetCheckTimeout = time.Second
 // fail with it, naming the key and quoting the compiler's file:line message;
 // Rego whose evaluation on one of the sample inputs (see Samples) takes
 // longer than PolicyBudget, naming the key the time went to; and
-// enforcement modes that do not parse. Safe for concurrent use.
+// enforcement modes that do not parse or name a rule that cannot take one
+// (an id no rule defines, or a Go check that always denies). Safe for
+// concurrent use.
 type ConfigMapValidator struct {
 	// Namespace is the install namespace; ConfigMaps elsewhere are admitted
 	// with a warning that Virtstation ignores them.
@@ -91,7 +93,13 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 	var errs field.ErrorList
 	var warnings []string
 	if cm.Name == ModesConfigMapName {
-		errs = append(errs, validateModes(cm.Data, field.NewPath("data"))...)
+		merrs, err := v.validateModesConfigMap(ctx, &cm)
+		if err != nil {
+			logf.FromContext(ctx).Error(err, "check enforcement modes", "uid", req.UID, "configMap", cm.Name)
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf(
+				"virtstation could not check the enforcement modes; see the webhook log for request %s", req.UID))
+		}
+		errs = append(errs, merrs...)
 	}
 	if isPolicy {
 		perrs, pwarn, err := v.validatePolicy(ctx, &cm)

@@ -56,57 +56,6 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// Keys of the input's disk states and data disks, as Rego terms: built
-// once, since terms are never changed once built.
-var (
-	termExists    = ast.StringTerm("exists")
-	termLabelled  = ast.StringTerm("labelled")
-	termKind      = ast.StringTerm("kind")
-	termClaimedBy = ast.StringTerm("claimedBy")
-	termClaimLive = ast.StringTerm("claimLive")
-	termSharedBy  = ast.StringTerm("sharedBy")
-	termUsedBy    = ast.StringTerm("usedBy")
-	termIndex     = ast.StringTerm("index")
-	termName      = ast.StringTerm("name")
-	termMountPath = ast.StringTerm("mountPath")
-	termType      = ast.StringTerm("type")
-	termBus       = ast.StringTerm("bus")
-	termReadOnly  = ast.StringTerm("readOnly")
-	termField     = ast.StringTerm("field")
-	termVolume    = ast.StringTerm("volume")
-)
-
-// astValue is value() as a Rego value, built directly: converting the map
-// costs the policy evaluation a good part of its time.
-func (s DiskState) astValue() ast.Value {
-	return ast.NewObject(
-		[2]*ast.Term{termExists, ast.InternedTerm(s.Exists)},
-		[2]*ast.Term{termLabelled, ast.InternedTerm(s.Labelled)},
-		[2]*ast.Term{termKind, ast.StringTerm(s.Kind)},
-		[2]*ast.Term{termClaimedBy, ast.StringTerm(s.ClaimedBy)},
-		[2]*ast.Term{termClaimLive, ast.InternedTerm(s.ClaimLive)},
-		[2]*ast.Term{termSharedBy, stringsTerm(s.SharedBy)},
-		[2]*ast.Term{termUsedBy, stringsTerm(s.UsedBy)},
-	)
-}
-
-func stringsTerm(s []string) *ast.Term {
-	terms := make([]*ast.Term, len(s))
-	for i, x := range s {
-		terms[i] = ast.StringTerm(x)
-	}
-	return ast.ArrayTerm(terms...)
-}
-
-// disksValue is the input's disks as a Rego value.
-func disksValue(disks map[string]DiskState) ast.Value {
-	pairs := make([][2]*ast.Term, 0, len(disks))
-	for n, s := range disks {
-		pairs = append(pairs, [2]*ast.Term{ast.StringTerm(n), ast.NewTerm(s.astValue())})
-	}
-	return ast.NewObject(pairs...)
-}
-
 // dataDisksPath is the annotation's field path, as the policies write it.
 var dataDisksPath = field.NewPath("metadata", "annotations").Key(api.AnnotationDataDisks)
 
@@ -332,32 +281,18 @@ func (r Request) input(disks map[string]DiskState, reads *inputShape) (map[strin
 		}
 		in["userInfo"] = user
 	}
-	// For the engine (reads set), dataDisks and disks are built as Rego
-	// values directly; ast.InterfaceToValue passes them through.
 	if read("dataDisks") {
-		if reads != nil {
-			in["dataDisks"] = dataDisksAST(r.DataDisksSpec())
-		} else {
-			in["dataDisks"] = dataDisksValue(r.DataDisksSpec())
-		}
+		in["dataDisks"] = dataDisksValue(r.DataDisksSpec())
 	}
 	if read("volumeDisks") {
-		if reads != nil {
-			in["volumeDisks"] = volumeDisksAST(r.volumeDisks)
-		} else {
-			in["volumeDisks"] = volumeDisksValue(r.volumeDisks)
-		}
+		in["volumeDisks"] = volumeDisksValue(r.volumeDisks)
 	}
 	if read("disks") {
-		if reads != nil {
-			in["disks"] = disksValue(disks)
-		} else {
-			diskValues := make(map[string]any, len(disks))
-			for n, s := range disks {
-				diskValues[n] = s.value()
-			}
-			in["disks"] = diskValues
+		diskValues := make(map[string]any, len(disks))
+		for n, s := range disks {
+			diskValues[n] = s.value()
 		}
+		in["disks"] = diskValues
 	}
 	return in, nil
 }
@@ -388,26 +323,6 @@ func dataDisksValue(spec string) []any {
 	return out
 }
 
-// dataDisksAST is dataDisksValue as a Rego value.
-func dataDisksAST(spec string) ast.Value {
-	parsed, errs := api.ParseDataDisks(spec, dataDisksPath)
-	if len(errs) > 0 {
-		return ast.NewArray()
-	}
-	terms := make([]*ast.Term, len(parsed))
-	for i, d := range parsed {
-		terms[i] = ast.ObjectTerm(
-			[2]*ast.Term{termIndex, ast.InternedTerm(i)},
-			[2]*ast.Term{termName, ast.StringTerm(d.Name)},
-			[2]*ast.Term{termMountPath, ast.StringTerm(d.MountPath)},
-			[2]*ast.Term{termType, ast.StringTerm(string(d.Type))},
-			[2]*ast.Term{termBus, ast.StringTerm(d.Bus)},
-			[2]*ast.Term{termReadOnly, ast.InternedTerm(d.ReadOnly)},
-		)
-	}
-	return ast.NewArray(terms...)
-}
-
 // volumeDisksValue is the input's volumeDisks list.
 func volumeDisksValue(disks []VolumeDisk) []any {
 	out := make([]any, len(disks))
@@ -421,21 +336,6 @@ func volumeDisksValue(disks []VolumeDisk) []any {
 		}
 	}
 	return out
-}
-
-// volumeDisksAST is volumeDisksValue as a Rego value.
-func volumeDisksAST(disks []VolumeDisk) ast.Value {
-	terms := make([]*ast.Term, len(disks))
-	for i, d := range disks {
-		terms[i] = ast.ObjectTerm(
-			[2]*ast.Term{termIndex, ast.InternedTerm(i)},
-			[2]*ast.Term{termName, ast.StringTerm(d.Name)},
-			[2]*ast.Term{termField, ast.StringTerm(d.Field)},
-			[2]*ast.Term{termVolume, ast.StringTerm(d.Volume)},
-			[2]*ast.Term{termReadOnly, ast.InternedTerm(d.ReadOnly)},
-		)
-	}
-	return ast.NewArray(terms...)
 }
 
 // decodeJSON decodes exactly one JSON value, keeping numbers exact.

@@ -1,13 +1,17 @@
 package validate
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
 
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/virtstation/virtstation/api"
 )
 
 // ModesConfigMapName is the ConfigMap, in the install namespace, whose data
@@ -35,9 +39,12 @@ var supportedModes = []string{string(ModeDeny), string(ModeDryRun), string(ModeW
 type Modes map[string]Mode
 
 // ParseModes reads the data of the modes ConfigMap. The error names each bad
-// key or value.
+// key or value: a value other than deny, warn or dryrun, or the id of a Go
+// check that always denies (api.GoRules). Ids no rule defines are not
+// checked here (the policy set may change after the modes were applied);
+// the ConfigMap webhook refuses them at apply time.
 func ParseModes(data map[string]string) (Modes, error) {
-	if errs := validateModes(data, field.NewPath("data")); len(errs) > 0 {
+	if errs := validateModes(data, field.NewPath("data"), nil); len(errs) > 0 {
 		return nil, errs.ToAggregate()
 	}
 	m := make(Modes, len(data))
@@ -48,7 +55,10 @@ func ParseModes(data map[string]string) (Modes, error) {
 }
 
 // validateModes checks the modes ConfigMap's data; fld is the path of data.
-func validateModes(data map[string]string, fld *field.Path) field.ErrorList {
+// Each key must be the id of a rule that takes a mode: not a Go check that
+// always denies and, when known is not nil, one of known. Each value must
+// be a mode.
+func validateModes(data map[string]string, fld *field.Path, known modeRules) field.ErrorList {
 	keys := make([]string, 0, len(data))
 	for k := range data {
 		keys = append(keys, k)
@@ -56,6 +66,9 @@ func validateModes(data map[string]string, fld *field.Path) field.ErrorList {
 	sort.Strings(keys)
 	var errs field.ErrorList
 	for _, k := range keys {
+		if err := validateModeRule(k, fld.Key(k), known); err != nil {
+			errs = append(errs, err)
+		}
 		switch Mode(strings.TrimSpace(data[k])) {
 		case ModeDeny, ModeWarn, ModeDryRun:
 		default:
@@ -63,6 +76,25 @@ func validateModes(data map[string]string, fld *field.Path) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// validateModeRule checks that the rule id can take a mode.
+func validateModeRule(id string, fld *field.Path, known modeRules) *field.Error {
+	takers := "disk-claim, mount-path, shared-memory and the rules of operator policies"
+	if known != nil {
+		takers = strings.Join(sets.List(sets.Set[string](known)), ", ")
+	}
+	if r, ok := api.LookupGoRule(id); ok && !r.Modes {
+		return field.Forbidden(fld, fmt.Sprintf(
+			"rule %s %s; an enforcement mode cannot change that (fix: remove the key %s; modes apply to %s)",
+			id, r.Why, id, takers))
+	}
+	if known != nil && !sets.Set[string](known).Has(id) {
+		return field.Invalid(fld, id, fmt.Sprintf(
+			"no rule has the id %s, so this mode would do nothing (fix: use the id of a rule that takes a mode: %s; "+
+				"for a rule of an operator policy, apply its policy ConfigMap first)", id, takers))
+	}
+	return nil
 }
 
 // Mode returns the rule's mode; deny when unset.
