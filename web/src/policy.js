@@ -20,16 +20,30 @@ export const State = Object.freeze({
 /** How the page gets back: by itself after a delay, by a button, or not. */
 export const Reconnect = Object.freeze({ auto: 'auto', manual: 'manual', none: 'none' });
 
-// Close codes, named as in bridge/relay/codes.go.
-const codeTakenOver = 4001;
-const codeIdle = 4002;
-const codeSessionLost = 4003;
-const codeUpstreamClosed = 4004;
-const codeSSHHostKeyChanged = 4010;
-const codeSSHAuthFailed = 4011;
-const codeSSHUnreachable = 4012;
-const codeBadHello = 4013;
-const httpBase = 4000;
+/**
+ * Code holds the bridge's close codes, named as in bridge/relay/codes.go
+ * without the "Code" prefix. TestCloseCodesMatchThePage (bridge/relay) reads
+ * this object and fails when it and the Go constants differ.
+ */
+export const Code = Object.freeze({
+  HTTPBase: 4000,
+  TakenOver: 4001,
+  Idle: 4002,
+  SessionLost: 4003,
+  UpstreamClosed: 4004,
+  SSHHostKeyChanged: 4010,
+  SSHAuthFailed: 4011,
+  SSHUnreachable: 4012,
+  BadHello: 4013,
+  GoingAway: 1001,
+  ClientTooSlow: 1008,
+  ProtocolError: 1002,
+  Normal: 1000,
+});
+
+// noStatus is what a browser reports for a close frame without a code
+// (RFC 6455 §7.1.5); no bridge sends it.
+const noStatus = 1005;
 
 /**
  * splitReason splits a refusal's close reason, "SessionHeld: held by …",
@@ -67,41 +81,41 @@ export function decide(code, reason) {
   const { reason: why, message } = splitReason(reason);
   const text = message || reason || '';
   switch (code) {
-    case codeTakenOver: {
+    case Code.TakenOver: {
       const by = takenOverBy(reason);
       return {
         state: State.takenOver, reconnect: Reconnect.manual, by,
         message: `This session was taken over by ${by || 'another user'}. It will not reconnect by itself.`,
       };
     }
-    case codeIdle:
+    case Code.Idle:
       return { state: State.idle, reconnect: Reconnect.manual, message: 'The session was closed after inactivity.' };
-    case codeSessionLost:
-    case codeUpstreamClosed:
-    case codeSSHUnreachable:
+    case Code.SessionLost:
+    case Code.UpstreamClosed:
+    case Code.SSHUnreachable:
       return { state: State.reconnecting, reconnect: Reconnect.auto, message: text || 'The connection ended.' };
-    case codeSSHHostKeyChanged:
+    case Code.SSHHostKeyChanged:
       return { state: State.refused, reconnect: Reconnect.manual, message: text };
-    case codeSSHAuthFailed:
-    case codeBadHello:
+    case Code.SSHAuthFailed:
+    case Code.BadHello:
       return { state: State.sshForm, reconnect: Reconnect.none, message: text };
-    case httpBase + 401:
+    case Code.HTTPBase + 401:
       return { state: State.signedOut, reconnect: Reconnect.none, message: text || 'The bridge did not accept the token.' };
-    case httpBase + 409:
+    case Code.HTTPBase + 409:
       if (why === 'SessionHeld') {
         return { state: State.held, reconnect: Reconnect.none, holder: parseHolder(message), message: text };
       }
       return { state: State.refused, reconnect: Reconnect.manual, message: text };
-    case httpBase + 502:
-    case httpBase + 503:
-    case httpBase + 504:
+    case Code.HTTPBase + 502:
+    case Code.HTTPBase + 503:
+    case Code.HTTPBase + 504:
       return { state: State.reconnecting, reconnect: Reconnect.auto, message: text };
-    case 1000:
-    case 1005:
+    case Code.Normal:
+    case noStatus:
       return { state: State.ended, reconnect: Reconnect.manual, message: text || 'The session ended.' };
     default:
-      if (code >= httpBase && code < httpBase + 600) {
-        return { state: State.refused, reconnect: Reconnect.manual, message: text || `Refused (${code - httpBase}).` };
+      if (code >= Code.HTTPBase && code < Code.HTTPBase + 600) {
+        return { state: State.refused, reconnect: Reconnect.manual, message: text || `Refused (${code - Code.HTTPBase}).` };
       }
       if (code >= 4000) {
         return { state: State.refused, reconnect: Reconnect.manual, message: text || `Closed (${code}).` };
