@@ -1,7 +1,9 @@
 // Virtstation's browser client: the VM's display (noVNC), serial console and
 // SSH (xterm.js), through the bridge that served this page.
 import './nonce.js';
-import { State, Reconnect, decide, Backoff } from './policy.js';
+import {
+  State, Reconnect, decide, Backoff, holderOf, takenOverMessage,
+} from './policy.js';
 import {
   modes, parseVMPath, vmURL, wsURL, takeToken, storeToken, forgetToken, fragmentFor, bearerSubprotocol,
 } from './location.js';
@@ -169,7 +171,7 @@ function onClose(c, e) {
         retryTimer = setTimeout(() => connect(), reloadRetryDelay);
         return;
       }
-      showHeld(c.mode, d.holder, d.message, e.code);
+      showHeld(c.mode, d.message, e.code);
       return;
     case State.sshForm:
       sshCreds = null;
@@ -184,6 +186,7 @@ function onClose(c, e) {
       setStatus(d.state, text, e.code);
       showReconnect(d.reconnect === Reconnect.none ? '' : 'Reconnect');
       showNotice(titles[d.state] || 'Not connected', text, { reconnect: d.reconnect !== Reconnect.none });
+      if (d.state === State.takenOver) showTaker(c.mode, e.code);
     }
   }
 }
@@ -213,26 +216,32 @@ function scheduleReconnect(message, code) {
   retryTimer = setTimeout(() => connect(), delay);
 }
 
-// showHeld offers the take-over: who holds the session, since when.
-function showHeld(m, holder, message, code) {
+// showHeld offers the take-over. The close frame's text is shown as it
+// came until the sessions list says who holds the session, since when.
+function showHeld(m, message, code) {
   const what = `${modes[m].noun} of ${describeVM()}`;
-  const render = (h) => {
-    if (!h) return `The ${what} is in use: ${message}`;
+  setStatus(State.held, 'In use', code);
+  showNotice('In use', `The ${what} is in use: ${message}`, { takeover: true });
+  el.prompt.dataset.holder = '';
+  fetchHolder(modes[m].route).then((h) => {
+    if (!h || el.status.dataset.state !== State.held || mode !== m) return;
     const since = formatTime(h.since);
-    return h.reserved
+    el.promptText.textContent = h.reserved
       ? `The ${what} is reserved for ${h.user}, who took it over at ${since}.`
       : `The ${what} is in use by ${h.user} since ${since}. Take it over? Their session will be closed.`;
-  };
-  setStatus(State.held, holder ? `In use by ${holder.user}` : 'In use', code);
-  showNotice('In use', render(holder), { takeover: true });
-  el.prompt.dataset.holder = holder ? holder.user : '';
-  // The close reason is short; the sessions list has the whole holder.
+    el.prompt.dataset.holder = h.user;
+    setStatus(State.held, `In use by ${h.user}`, code);
+  });
+}
+
+// showTaker names who took the session over, from the sessions list: the
+// take-over reserved the session for them.
+function showTaker(m, code) {
   fetchHolder(modes[m].route).then((h) => {
-    if (h && el.status.dataset.state === State.held && mode === m) {
-      el.promptText.textContent = render(h);
-      el.prompt.dataset.holder = h.user;
-      setStatus(State.held, `In use by ${h.user}`, code);
-    }
+    if (!h || el.status.dataset.state !== State.takenOver || mode !== m) return;
+    const text = takenOverMessage(h.user);
+    setStatus(State.takenOver, text, code);
+    el.promptText.textContent = text;
   });
 }
 
@@ -242,18 +251,14 @@ async function fetchHolder(route) {
       headers: { Authorization: `Bearer ${token}`, Accept: 'application/json' },
       cache: 'no-store', credentials: 'omit', referrerPolicy: 'no-referrer',
     });
-    if (!resp.ok) return null;
-    const list = await resp.json();
-    const s = (list.sessions || []).find((x) => x.mode === route);
-    return s ? { user: s.holder.user, since: s.holder.since, reserved: !!s.holder.reserved } : null;
+    return resp.ok ? holderOf(await resp.json(), route) : null;
   } catch {
     return null;
   }
 }
 
 function formatTime(since) {
-  // A full timestamp from the sessions list, or "15:04:05Z" from a close reason.
-  const d = new Date(/^\d\d:\d\d:\d\dZ$/.test(since) ? `${new Date().toISOString().slice(0, 10)}T${since}` : since);
+  const d = new Date(since);
   return Number.isNaN(d.getTime()) ? since : d.toLocaleString();
 }
 

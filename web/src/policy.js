@@ -55,39 +55,35 @@ export function splitReason(reason) {
 }
 
 /**
- * parseHolder reads who holds a session from a SessionHeld message:
- * "held by USER since 15:04:05Z; take over to continue" or
- * "reserved for USER by a take-over at 15:04:05Z". Null when it is neither.
+ * holderOf reads who holds a mode's session from the body of
+ * GET …/sessions ({sessions: [{mode, holder: {user, since, reserved}}]}),
+ * the bridge's structured answer; a close frame's text is for people only.
+ * Null when the route's session is free or the body is not such a list.
  */
-export function parseHolder(message) {
-  let m = /^held by (.+) since (\S+?);/.exec(message || '');
-  if (m) return { user: m[1], since: m[2], reserved: false };
-  m = /^reserved for (.+) by a take-over at (\S+)$/.exec(message || '');
-  if (m) return { user: m[1], since: m[2], reserved: true };
-  return null;
+export function holderOf(list, route) {
+  const s = Array.isArray(list?.sessions) ? list.sessions.find((x) => x?.mode === route) : null;
+  const h = s?.holder;
+  if (!h || typeof h.user !== 'string' || !h.user) return null;
+  return { user: h.user, since: typeof h.since === 'string' ? h.since : '', reserved: h.reserved === true };
 }
 
-/** takenOverBy reads the new holder from "taken over by another user (USER)". */
-export function takenOverBy(reason) {
-  const m = /\(([^()]+)\)\s*$/.exec(reason || '');
-  return m ? m[1] : '';
+/** takenOverMessage says who took the session over, when the page knows. */
+export function takenOverMessage(user) {
+  return `This session was taken over by ${user || 'another user'}. It will not reconnect by itself.`;
 }
 
 /**
  * decide maps a close event to what the page shows and whether it
- * reconnects. It returns {state, reconnect, message, holder?, by?}.
+ * reconnects. It returns {state, reconnect, message}. Who holds a session
+ * (held, taken over) is not in the close frame as data: the page asks
+ * GET …/sessions and reads it with holderOf.
  */
 export function decide(code, reason) {
   const { reason: why, message } = splitReason(reason);
   const text = message || reason || '';
   switch (code) {
-    case Code.TakenOver: {
-      const by = takenOverBy(reason);
-      return {
-        state: State.takenOver, reconnect: Reconnect.manual, by,
-        message: `This session was taken over by ${by || 'another user'}. It will not reconnect by itself.`,
-      };
-    }
+    case Code.TakenOver:
+      return { state: State.takenOver, reconnect: Reconnect.manual, message: takenOverMessage('') };
     case Code.Idle:
       return { state: State.idle, reconnect: Reconnect.manual, message: 'The session was closed after inactivity.' };
     case Code.SessionLost:
@@ -103,7 +99,7 @@ export function decide(code, reason) {
       return { state: State.signedOut, reconnect: Reconnect.none, message: text || 'The bridge did not accept the token.' };
     case Code.HTTPBase + 409:
       if (why === 'SessionHeld') {
-        return { state: State.held, reconnect: Reconnect.none, holder: parseHolder(message), message: text };
+        return { state: State.held, reconnect: Reconnect.none, message: text };
       }
       return { state: State.refused, reconnect: Reconnect.manual, message: text };
     case Code.HTTPBase + 502:
