@@ -12,7 +12,7 @@ TEST_FLAGS ?= -count=1 -p 1 -timeout 15m
 
 export CERT_MANAGER_VERSION
 
-.PHONY: all build bench test test-deps ui ui-test chart-lint policy-test unit envtest-bins kubecli-peer manifests crds generate verify-generated lint fmt check-format vet demo fuzz clean
+.PHONY: all build bench cross test test-deps ui ui-test chart-lint policy-test unit envtest-bins kubecli-peer manifests crds generate verify-generated lint fmt check-format vet demo fuzz clean
 
 all: build
 
@@ -58,7 +58,7 @@ manifests: $(CONTROLLER_GEN)
 
 ## crds: KubeVirt, CDI and cert-manager CRDs for the envtest control plane.
 crds: $(CONTROLLER_GEN)
-	CONTROLLER_GEN=$(CONTROLLER_GEN) hack/gen-crds.sh test/envtest/crds
+	CONTROLLER_GEN=$(CONTROLLER_GEN) hack/gen-crds.sh internal/testenv/crds
 
 generate: manifests crds
 
@@ -73,7 +73,7 @@ test-deps:
 	@hack/install-test-deps.sh
 
 ## test: unit tests, envtest integration tests, and generated-file drift.
-test: test-deps envtest-bins kubecli-peer verify-generated vet check-format policy-test ui-test chart-lint
+test: test-deps envtest-bins kubecli-peer verify-generated vet check-format cross policy-test ui-test chart-lint
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" KUBECLI_PEER="$$(hack/kubecli-peer.sh)" $(GO) test $(TEST_FLAGS) ./...
 
 ## ui: rebuild the browser client (bridge/ui/dist) from web/ with npm. The
@@ -128,8 +128,8 @@ fuzz:
 	$(GO) test ./bridge/session -run '^$$' -fuzz FuzzLeaseName -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./bridge/sshbridge -run '^$$' -fuzz FuzzParseHello -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./bridge/sshbridge -run '^$$' -fuzz FuzzParseControl -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
-	$(GO) test ./test/virthandler -run '^$$' -fuzz FuzzDecodeRestartOptions -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
-	$(GO) test ./test/qemu -run '^$$' -fuzz FuzzQMPExecute -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./internal/virthandler -run '^$$' -fuzz FuzzDecodeRestartOptions -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	$(GO) test ./internal/qemu -run '^$$' -fuzz FuzzQMPExecute -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./rfb -run '^$$' -fuzz FuzzClientParser -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./rfb -run '^$$' -fuzz FuzzServerHandshake -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./rfb -run '^$$' -fuzz FuzzServerTracker -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
@@ -157,9 +157,17 @@ lint: vet check-format
 	  echo "lint: golangci-lint did not install; gofmt and go vet passed"; fi
 	@if [ -x $(BIN)/golangci-lint ]; then $(BIN)/golangci-lint run ./...; fi
 
+## cross: the virtstation CLI builds for every platform its users run it on.
+CROSS_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
+cross:
+	@for p in $(CROSS_PLATFORMS); do \
+	  echo "go build ./cmd/virtstation for $$p"; \
+	  GOOS=$${p%/*} GOARCH=$${p#*/} CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/virtstation || exit 1; \
+	done
+
 ## demo: a local control plane with the webhook; applies examples/ and prints the admitted VMs.
 demo: envtest-bins
-	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) run ./cmd/virtstation demo -f examples/
+	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) run ./cmd/virtstation-demo -f examples/
 
 clean:
 	rm -rf $(BIN)

@@ -26,13 +26,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/virtstation/virtstation/certs"
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 	"github.com/virtstation/virtstation/webhooks"
 )
 
 var (
-	shared    envtest.Shared
-	cp        *envtest.ControlPlane
+	shared    testenv.Shared
+	cp        *testenv.ControlPlane
 	adminOnce sync.Once
 	admin     kubernetes.Interface
 )

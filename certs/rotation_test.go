@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/virtstation/virtstation/certs"
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 )
 
 // The shipped install: namespace, Service and configurations as in
@@ -337,7 +337,7 @@ func checkPhases(t *testing.T, samples []sample, a, b string) {
 // deletes them at the end of the test.
 func createShippedConfigs(t *testing.T, port int) {
 	t.Helper()
-	root, err := envtest.RepoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ CONTROLLER_GEN="$CONTROLLER_GEN" hack/gen-crds.sh "$tmp/crds"
 
 status=0
 diff -u config/webhook/manifests.yaml "$tmp/webhook/manifests.yaml" || status=1
-diff -ru test/envtest/crds "$tmp/crds" -x README.md -x '*.go' || status=1
+diff -ru internal/testenv/crds "$tmp/crds" -x README.md -x '*.go' || status=1
 if [ "$status" -ne 0 ]; then
   echo "generated files are stale: run 'make generate' and commit the result" >&2
 fi

@@ -187,14 +187,7 @@ func evaluate(ctx context.Context, engine *validate.Engine, w *diskWorld, op, ns
 	if err != nil {
 		return nil, nil, fmt.Errorf("evaluate policies: %w", err)
 	}
-	var denied field.ErrorList
-	for _, v := range d.Deny {
-		denied = append(denied, &field.Error{Type: field.ErrorTypeForbidden, Field: v.Field, Detail: v.Message})
-	}
-	var warnings []string
-	for _, v := range d.Warn {
-		warnings = append(warnings, fmt.Sprintf("virtstation policy %s: %s: %s", v.ID, v.Field, v.Message))
-	}
+	denied, warnings := validate.ViolationErrors(d.Deny), validate.ViolationWarnings(d.Warn)
 	if len(denied) == 0 {
 		w.claim(ns, name, targets, lapsed)
 	}
@@ -223,11 +216,7 @@ func checkUnmanaged(w *diskWorld, obj, old Object, ns, name string) (field.Error
 		names[i] = d.Name
 	}
 	states, _ := w.states(ns, name, names)
-	var denied field.ErrorList
-	for _, v := range validate.UnmanagedViolations(attached, states) {
-		denied = append(denied, &field.Error{Type: field.ErrorTypeForbidden, Field: v.Field, Detail: v.Message})
-	}
-	return denied, nil
+	return validate.ViolationErrors(validate.UnmanagedViolations(attached, states)), nil
 }
 
 func parseDisks(obj Object) []api.DataDisk {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/virtstation/virtstation/internal/qemu"
 	"github.com/virtstation/virtstation/rfb"
-	"github.com/virtstation/virtstation/test/qemu"
 )
 
 // These tests drive QEMU's real VNC server (Debian qemu-system-x86, as in
@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// textVM returns the QEMU of test/qemu (the design's command line: VGA in
+// textVM returns the QEMU of internal/qemu (the design's command line: VGA in
 // text mode behind a VNC unix socket, no lossy), started once for all tests.
 func textVM(t *testing.T) *qemu.VM {
 	t.Helper()
@@ -436,7 +436,7 @@ func watchTight(t *testing.T, name, socket string, d time.Duration, untilJPEG bo
 	return counts
 }
 
-// startAnimatedQEMU runs test/qemu's moving-screen guest, which repaints
+// startAnimatedQEMU runs internal/qemu's moving-screen guest, which repaints
 // the whole VGA screen with 256 colours 18 times a second, with the
 // design's display options, plus lossy=on if asked, and returns its VNC
 // socket.

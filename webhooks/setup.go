@@ -25,6 +25,8 @@ import (
 	"github.com/virtstation/virtstation/claims"
 	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/webhooks/mutate"
+	"github.com/virtstation/virtstation/webhooks/mutate/report"
+	"github.com/virtstation/virtstation/webhooks/mutate/secretgc"
 	"github.com/virtstation/virtstation/webhooks/provenance"
 	"github.com/virtstation/virtstation/webhooks/validate"
 )
@@ -131,11 +133,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	register(claims.DeletionGuardPath, &claims.DeletionGuard{Reader: mgr.GetAPIReader(), Grace: opts.ClaimGrace})
 
 	recorder := mgr.GetEventRecorder("virtstation-webhook")
-	reporter := &mutate.Reporter{Reader: mgr.GetCache(), Recorder: recorder}
+	reporter := &report.Reporter{Reader: mgr.GetCache(), Recorder: recorder}
 	if err := reporter.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up injection reporter: %w", err)
 	}
-	adopter := &mutate.Adopter{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
+	adopter := &secretgc.Adopter{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
 	if err := adopter.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up secret adopter: %w", err)
 	}
@@ -157,7 +159,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := sshKeys.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up ssh key sync: %w", err)
 	}
-	if err := mgr.Add(&mutate.Sweeper{
+	if err := mgr.Add(&secretgc.Sweeper{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Suffixes: []string{mutate.UserDataSecretName(""), sshkeys.SecretName("")},
 		Grace:    cmp.Or(opts.SweepGrace, DefaultSweepGrace), Every: cmp.Or(opts.SweepEvery, DefaultSweepEvery),

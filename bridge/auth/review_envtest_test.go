@@ -15,11 +15,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/virtstation/virtstation/bridge/auth"
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 )
 
 var (
-	shared   envtest.Shared
+	shared   testenv.Shared
 	kubeOnce sync.Once
 	kube     kubernetes.Interface
 )

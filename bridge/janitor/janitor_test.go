@@ -21,10 +21,10 @@ import (
 	"github.com/virtstation/virtstation/bridge/janitor"
 	"github.com/virtstation/virtstation/bridge/session"
 	"github.com/virtstation/virtstation/bridge/sshbridge"
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 )
 
-var shared envtest.Shared
+var shared testenv.Shared
 
 func TestMain(m *testing.M) { shared.Main(m) }
 
@@ -34,12 +34,12 @@ func TestMain(m *testing.M) { shared.Main(m) }
 // nothing else.
 func TestSweep(t *testing.T) {
 	cp := shared.Get(t)
-	root, err := envtest.RepoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := crenvtest.InstallCRDs(cp.Config, crenvtest.CRDInstallOptions{
-		Paths: []string{filepath.Join(root, "test", "envtest", "crds", "kubevirt.io_virtualmachines.yaml")},
+		Paths: []string{filepath.Join(root, "internal", "testenv", "crds", "kubevirt.io_virtualmachines.yaml")},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,12 +13,12 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/virtstation/virtstation/bridge/session"
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 )
 
 var (
-	shared    envtest.Shared
-	cp        *envtest.ControlPlane
+	shared    testenv.Shared
+	cp        *testenv.ControlPlane
 	adminOnce sync.Once
 	admin     kubernetes.Interface
 )

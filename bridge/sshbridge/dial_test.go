@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/virtstation/virtstation/test/sshd"
+	"github.com/virtstation/virtstation/internal/sshd"
 )
 
 // TestDialRunsAShellOnAPTY logs in with a key to a real sshd and drives the

@@ -21,7 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/virtstation/virtstation/test/sshd"
+	"github.com/virtstation/virtstation/internal/sshd"
 )
 
 // waitFor bounds every wait on the guest in these tests.

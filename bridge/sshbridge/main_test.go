@@ -5,13 +5,13 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 )
 
 // The ConfigMapStore tests share one API server, started by the first test
 // that needs it (so `go test -fuzz`, whose workers run TestMain too, starts
 // none) and stopped by TestMain.
-var shared envtest.Shared
+var shared testenv.Shared
 
 func TestMain(m *testing.M) { shared.Main(m) }
 

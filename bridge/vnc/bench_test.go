@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/virtstation/virtstation/bridge/vnc"
-	"github.com/virtstation/virtstation/test/qemu"
+	"github.com/virtstation/virtstation/internal/qemu"
 )
 
 // Spans of one measured session. The warm-up covers the first full update
@@ -89,7 +89,7 @@ func BenchmarkVNCCompressLevel(b *testing.B) {
 	}
 }
 
-// startMovingScreen starts QEMU with test/qemu's moving-screen guest, which
+// startMovingScreen starts QEMU with internal/qemu's moving-screen guest, which
 // repaints the whole 640x400 screen 18 times a second, and the upstream
 // stand-in in front of its VNC socket.
 func startMovingScreen(b *testing.B) (*qemu.VM, string) {

@@ -28,7 +28,7 @@ import (
 const (
 	// upstreamChunk is the largest message the upstream stand-in writes:
 	// KubeVirt's WebSocket buffer size (kubecli's
-	// WebsocketMessageBufferSize), as test/virthandler uses.
+	// WebsocketMessageBufferSize), as internal/virthandler uses.
 	upstreamChunk = 32 << 10
 	// clientReadLimit and upstreamReadLimit are the bridge's own
 	// (bridge/options.go: vncReadLimit and upstreamReadLimit).

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtstation/virtstation/bridge"
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 )
 
 // The names config/rbac gives the bridge.
@@ -47,7 +47,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cp, err := envtest.StartControlPlane()
+	cp, err := testenv.StartControlPlane()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 	})
 	kube := kubernetes.NewForConfigOrDie(cp.Config)
-	root, err := envtest.RepoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

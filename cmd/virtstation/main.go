@@ -1,11 +1,14 @@
 // Command virtstation is Virtstation's command-line tool:
 //
 //	virtstation render -f vm.yaml [--objects objects.yaml] [-n namespace] [-o yaml|json]
-//	virtstation demo [-f examples/]
 //	virtstation policy test [DIR]
+//	virtstation version
 //
-// render shows, offline, what the webhooks would do to a manifest; demo runs
-// the product on an embedded local control plane.
+// render shows, offline, what the webhooks would do to a manifest; policy
+// test runs Rego policy tests. Both work offline, on Linux, macOS and
+// Windows, as platform engineers run kyverno or gator in CI and on their
+// laptops. The demo, which needs a local control plane, is a command of its
+// own (cmd/virtstation-demo).
 package main
 
 import (
@@ -21,7 +24,7 @@ import (
 // Exit codes; scripts rely on them.
 const (
 	exitOK = 0
-	// exitFailure: the command failed (a demo that could not start, …).
+	// exitFailure: the command failed (policy tests that fail, …).
 	exitFailure = 1
 	// exitBadInput: unreadable input or bad flags.
 	exitBadInput = 2
@@ -45,9 +48,9 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"render": {"print VirtualMachines as the webhooks would admit them (offline)", runRender},
-	"demo":   {"run the webhooks and the bridge on a local control plane and apply examples", runDemo},
-	"policy": {"run the shipped Rego policy tests and those in a directory (policy test [DIR])", runPolicy},
+	"render":  {"print VirtualMachines as the webhooks would admit them (offline)", runRender},
+	"version": {"print the version this binary was built from", runVersion},
+	"policy":  {"run the shipped Rego policy tests and those in a directory (policy test [DIR])", runPolicy},
 }
 
 func main() {

@@ -20,9 +20,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/virtstation/virtstation/test/envtest"
-	"github.com/virtstation/virtstation/test/qemu"
-	"github.com/virtstation/virtstation/test/virthandler"
+	"github.com/virtstation/virtstation/internal/qemu"
+	"github.com/virtstation/virtstation/internal/testenv"
+	"github.com/virtstation/virtstation/internal/virthandler"
 )
 
 // ioTimeout bounds each exchange through the API server.
@@ -35,7 +35,7 @@ const (
 )
 
 var (
-	cp      *envtest.ControlPlane
+	cp      *testenv.ControlPlane
 	handler *virthandler.Server
 )
 
@@ -53,7 +53,7 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) (code int, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if cp, err = envtest.StartControlPlane(envtest.WithAggregation()); err != nil {
+	if cp, err = testenv.StartControlPlane(testenv.WithAggregation()); err != nil {
 		return 0, err
 	}
 	defer func() { err = errors.Join(err, cp.Stop()) }()
@@ -71,8 +71,8 @@ func run(m *testing.M) (code int, err error) {
 
 	handler, err = virthandler.Start(ctx, virthandler.Options{
 		FrontProxyCA: cp.FrontProxy.CA,
-		AllowedNames: []string{envtest.FrontProxyClientName},
-		DNSNames:     []string{envtest.SubresourceServerName},
+		AllowedNames: []string{testenv.FrontProxyClientName},
+		DNSNames:     []string{testenv.SubresourceServerName},
 	})
 	if err != nil {
 		return 0, err
@@ -80,7 +80,7 @@ func run(m *testing.M) (code int, err error) {
 	defer func() { err = errors.Join(err, handler.Close()) }()
 	handler.Register(namespace, vmName, virthandler.Target{Console: vm.SerialSocket, VNC: vm.VNCSocket})
 
-	if err := envtest.RegisterSubresourceAPI(ctx, cp.Config, handler.Port(), handler.CABundle()); err != nil {
+	if err := testenv.RegisterSubresourceAPI(ctx, cp.Config, handler.Port(), handler.CABundle()); err != nil {
 		return 0, err
 	}
 	return m.Run(), nil

@@ -25,9 +25,9 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtstation/virtstation/test/envtest"
-	"github.com/virtstation/virtstation/test/qemu"
-	"github.com/virtstation/virtstation/test/virthandler"
+	"github.com/virtstation/virtstation/internal/qemu"
+	"github.com/virtstation/virtstation/internal/testenv"
+	"github.com/virtstation/virtstation/internal/virthandler"
 )
 
 // Real-browser tests of the built-in client: Debian's Chromium, driven by
@@ -91,7 +91,7 @@ func (s *syncBuffer) String() string {
 // startBrowser starts the driver and Chromium; both end when the test does.
 func startBrowser(t *testing.T) *browser {
 	t.Helper()
-	root, err := envtest.RepoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/virtstation/virtstation/test/virthandler"
+	"github.com/virtstation/virtstation/internal/virthandler"
 )
 
 func TestConsoleReachesTheGuestThroughTheAPIServer(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/bridge/auth"
-	"github.com/virtstation/virtstation/test/virthandler"
+	"github.com/virtstation/virtstation/internal/virthandler"
 )
 
 // ioTimeout bounds one read in a test.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/virtstation/virtstation/bridge"
 	"github.com/virtstation/virtstation/bridge/relay"
-	"github.com/virtstation/virtstation/test/virthandler"
+	"github.com/virtstation/virtstation/internal/virthandler"
 )
 
 func TestIdleSessionsAreClosedAndCounted(t *testing.T) {

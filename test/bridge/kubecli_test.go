@@ -28,8 +28,8 @@ import (
 
 	"github.com/virtstation/virtstation/bridge"
 	"github.com/virtstation/virtstation/bridge/relay"
-	"github.com/virtstation/virtstation/test/envtest"
-	"github.com/virtstation/virtstation/test/virthandler"
+	"github.com/virtstation/virtstation/internal/testenv"
+	"github.com/virtstation/virtstation/internal/virthandler"
 )
 
 // The tests in this file drive the bridge with kubecli-peer (test/kubecli):
@@ -56,7 +56,7 @@ var kubecliPeer = sync.OnceValues(func() (string, error) {
 		}
 		return p, nil
 	}
-	root, err := envtest.RepoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		return "", err
 	}

@@ -24,9 +24,9 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/virtstation/virtstation/bridge"
-	"github.com/virtstation/virtstation/test/envtest"
-	"github.com/virtstation/virtstation/test/nginx"
-	"github.com/virtstation/virtstation/test/virthandler"
+	"github.com/virtstation/virtstation/internal/nginx"
+	"github.com/virtstation/virtstation/internal/testenv"
+	"github.com/virtstation/virtstation/internal/virthandler"
 )
 
 // KubeVirt Manager 1.5.2 in front of the bridge, as the shipped recipe
@@ -128,7 +128,7 @@ server {
 // else in it changes.
 func shippedRecipe(t *testing.T, addr string) []byte {
 	t.Helper()
-	root, err := envtest.RepoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -578,7 +578,7 @@ func TestKubeVirtManagerRecipeOutlastsTheBridgesPings(t *testing.T) {
 	// proxy_read_timeout (proxy_send_timeout for a stalled write). The
 	// bridge's pings are what it reads from an idle session, so both must
 	// leave room for several missed pings, or idle users are cut off.
-	root, err := envtest.RepoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

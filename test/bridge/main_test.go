@@ -24,10 +24,10 @@ import (
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/virtstation/virtstation/bridge"
-	"github.com/virtstation/virtstation/test/bridgestack"
-	"github.com/virtstation/virtstation/test/envtest"
-	"github.com/virtstation/virtstation/test/sshd"
-	"github.com/virtstation/virtstation/test/virthandler"
+	"github.com/virtstation/virtstation/internal/bridgestack"
+	"github.com/virtstation/virtstation/internal/sshd"
+	"github.com/virtstation/virtstation/internal/testenv"
+	"github.com/virtstation/virtstation/internal/virthandler"
 )
 
 const (
@@ -39,7 +39,7 @@ const (
 
 // Everything the tests share, started once in TestMain.
 var (
-	cp       *envtest.ControlPlane
+	cp       *testenv.ControlPlane
 	kube     kubernetes.Interface
 	admin    client.Client
 	handler  *virthandler.Server
@@ -65,18 +65,18 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) (code int, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if cp, err = envtest.StartControlPlane(envtest.WithAggregation()); err != nil {
+	if cp, err = testenv.StartControlPlane(testenv.WithAggregation()); err != nil {
 		return 0, err
 	}
 	defer func() { err = errors.Join(err, cp.Stop()) }()
 	// Stop the bridge replicas' watches before the API server.
 	defer cancel()
-	root, err := envtest.RepoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		return 0, err
 	}
 	if _, err := crenvtest.InstallCRDs(cp.Config, crenvtest.CRDInstallOptions{
-		Paths: []string{filepath.Join(root, "test", "envtest", "crds")}, ErrorIfPathMissing: true,
+		Paths: []string{filepath.Join(root, "internal", "testenv", "crds")}, ErrorIfPathMissing: true,
 	}); err != nil {
 		return 0, fmt.Errorf("install CRDs: %w", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/virtstation/virtstation/bridge/relay"
-	"github.com/virtstation/virtstation/test/virthandler"
+	"github.com/virtstation/virtstation/internal/virthandler"
 )
 
 func TestOneConsoleSessionPerVMAndTakeOverAcrossReplicas(t *testing.T) {

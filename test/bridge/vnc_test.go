@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/virtstation/virtstation/bridge"
+	"github.com/virtstation/virtstation/internal/virthandler"
 	"github.com/virtstation/virtstation/rfb"
-	"github.com/virtstation/virtstation/test/virthandler"
 )
 
 // slowLink makes every connection the bridge accepts a narrow one: a tiny

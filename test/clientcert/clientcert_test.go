@@ -22,7 +22,7 @@ import (
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 	"github.com/virtstation/virtstation/webhooks/mutate"
 	"github.com/virtstation/virtstation/webhooks/validate"
 )
@@ -30,12 +30,12 @@ import (
 // requestTimeout bounds one direct call to the webhook server.
 const requestTimeout = 10 * time.Second
 
-var env *envtest.Env
+var env *testenv.Env
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	var err error
-	env, err = envtest.Start(context.Background(), envtest.WithWebhookClientCerts())
+	env, err = testenv.Start(context.Background(), testenv.WithWebhookClientCerts())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "envtest:", err)
 		os.Exit(1)
@@ -75,7 +75,7 @@ func TestAdmissionThroughTheAPIServer(t *testing.T) {
 // read. With the API server's certificate the request reaches the handler
 // (here the protocol check, which refuses an empty body with 400).
 func TestDirectCallsRefused(t *testing.T) {
-	_, otherCert, otherKey, err := envtest.NewClientPKI(envtest.WebhookClientName)
+	_, otherCert, otherKey, err := testenv.NewClientPKI(testenv.WebhookClientName)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 )
 
 // dryRunTimeout bounds one rendering's dry-run apply; each object is one
@@ -43,7 +43,7 @@ var skippedKinds = map[string]string{
 
 var (
 	cpOnce sync.Once
-	cp     *envtest.ControlPlane
+	cp     *testenv.ControlPlane
 	cpErr  error
 )
 
@@ -60,16 +60,16 @@ func TestMain(m *testing.M) {
 // controlPlane starts, once, a kube-apiserver with the KubeVirt, CDI and
 // cert-manager CRDs and the install namespace, which enforces the
 // "restricted" Pod Security Standard and warns on violations.
-func controlPlane(t *testing.T) *envtest.ControlPlane {
+func controlPlane(t *testing.T) *testenv.ControlPlane {
 	t.Helper()
 	root := repoRoot(t)
 	cpOnce.Do(func() {
-		cp, cpErr = envtest.StartControlPlane()
+		cp, cpErr = testenv.StartControlPlane()
 		if cpErr != nil {
 			return
 		}
 		if _, cpErr = crenvtest.InstallCRDs(cp.Config, crenvtest.CRDInstallOptions{
-			Paths: []string{filepath.Join(root, "test", "envtest", "crds")}, ErrorIfPathMissing: true,
+			Paths: []string{filepath.Join(root, "internal", "testenv", "crds")}, ErrorIfPathMissing: true,
 		}); cpErr != nil {
 			return
 		}
@@ -103,13 +103,13 @@ func createNamespace(cfg *rest.Config, name string, labels map[string]string) er
 type applier struct {
 	dyn      dynamic.Interface
 	mapper   meta.RESTMapper
-	warnings *envtest.WarningRecorder
+	warnings *testenv.WarningRecorder
 }
 
 func newApplier(t *testing.T) *applier {
 	t.Helper()
 	cfg := rest.CopyConfig(controlPlane(t).Config)
-	a := &applier{warnings: &envtest.WarningRecorder{}}
+	a := &applier{warnings: &testenv.WarningRecorder{}}
 	cfg.WarningHandlerWithContext = a.warnings
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {

@@ -21,14 +21,14 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 )
 
 // The release the chart is rendered as, so that its object names are the
 // ones config/ uses.
 const (
 	releaseName      = "virtstation"
-	releaseNamespace = envtest.InstallNamespace
+	releaseNamespace = testenv.InstallNamespace
 )
 
 // certManagerOff renders the chart with the webhook managing its own
@@ -48,7 +48,7 @@ var (
 // repoRoot is the repository the chart and config/ are read from.
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	rootOnce.Do(func() { rootDir, rootErr = envtest.RepoRoot() })
+	rootOnce.Do(func() { rootDir, rootErr = testenv.RepoRoot() })
 	if rootErr != nil {
 		t.Fatal(rootErr)
 	}

@@ -25,7 +25,7 @@ import (
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 	"github.com/virtstation/virtstation/webhooks"
 )
 
@@ -130,7 +130,7 @@ func startReleaser(t *testing.T, grace time.Duration) {
 	skipNameValidation := true // webhooks.Setup may register the same controller
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 webhooks.NewScheme(),
-		Cache:                  webhooks.CacheOptions(envtest.InstallNamespace),
+		Cache:                  webhooks.CacheOptions(testenv.InstallNamespace),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		LeaderElection:         false,

@@ -17,7 +17,7 @@ import (
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
 	"github.com/virtstation/virtstation/render"
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 	"github.com/virtstation/virtstation/webhooks/validate"
 )
 
@@ -237,7 +237,7 @@ func TestClaimVerdictsAgree(t *testing.T) {
 			guard := env.Client.Delete(ctx, pvcRef(ns, tc.disk), client.DryRunAll)
 			verdicts, err := render.Render(ctx, render.Options{
 				Manifests: []render.Object{toObject(t, managedVM), toObject(t, unmanagedVM)},
-				Cluster:   cluster, Namespace: ns, Policies: engine, Grace: envtest.ClaimGrace,
+				Cluster:   cluster, Namespace: ns, Policies: engine, Grace: testenv.ClaimGrace,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -254,7 +254,7 @@ func TestClaimVerdictsAgree(t *testing.T) {
 				}
 			}
 			// The Releaser has had two graces to judge the claim.
-			time.Sleep(2 * envtest.ClaimGrace)
+			time.Sleep(2 * testenv.ClaimGrace)
 			if got := claimOf(t, ns, tc.disk).ClaimedBy; got != tc.holder {
 				t.Errorf("Releaser: %s claimed by %q, want it kept for %s", tc.disk, got, tc.holder)
 			}

@@ -1,11 +1,5 @@
-// Package envtest is Virtstation's integration harness: a real kube-apiserver
-// and etcd started through controller-runtime's envtest, with the real
-// KubeVirt, CDI and cert-manager CRDs (test/envtest/crds), the webhook
-// configurations from config/webhook, and the webhook server running in the
-// calling process through webhooks.Setup.
-//
-// Test packages start one Env in TestMain and share it; `virtstation demo`
-// starts the same Env. The control-plane binaries come from KUBEBUILDER_ASSETS
-// or, when it is unset, from hack/envtest-bins.sh (which builds them once per
-// machine).
+// Package envtest holds the webhooks' integration tests. Each runs against
+// a real kube-apiserver and etcd with the KubeVirt, CDI and cert-manager
+// CRDs and the webhook server registered as the cluster's admission
+// webhooks, started once per package by the harness in internal/testenv.
 package envtest

@@ -16,11 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/virtstation/virtstation/api"
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 )
 
 // newClient returns a direct client whose warnings land in the recorder.
-func newClient(t *testing.T) (client.Client, *envtest.WarningRecorder) {
+func newClient(t *testing.T) (client.Client, *testenv.WarningRecorder) {
 	t.Helper()
 	c, w, err := env.ClientWithWarnings()
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 )
 
 func TestShippedRulesDenyAndAdmit(t *testing.T) {
@@ -225,7 +225,7 @@ func TestEnforcementModes(t *testing.T) {
 func setModes(t *testing.T, modes map[string]string) {
 	t.Helper()
 	ctx := context.Background()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: envtest.InstallNamespace, Name: "virtstation-policy-config",
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: testenv.InstallNamespace, Name: "virtstation-policy-config",
 		Labels: map[string]string{api.LabelPolicy: api.LabelTrue}}}
 	err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cm)
 	cm.Data = modes
@@ -246,7 +246,7 @@ func TestOperatorPolicy(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "operator")
 	broken := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: envtest.InstallNamespace, Name: "broken-policy", Labels: map[string]string{api.LabelPolicy: api.LabelTrue}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: testenv.InstallNamespace, Name: "broken-policy", Labels: map[string]string{api.LabelPolicy: api.LabelTrue}},
 		Data:       map[string]string{"broken.rego": "package virtstation.rules.broken\n\ndeny contains v if {\n  v := \n}\n"},
 	}
 	err := env.Client.Create(ctx, broken)
@@ -255,7 +255,7 @@ func TestOperatorPolicy(t *testing.T) {
 	}
 
 	limit := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: envtest.InstallNamespace, Name: "disk-limit", Labels: map[string]string{api.LabelPolicy: api.LabelTrue}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: testenv.InstallNamespace, Name: "disk-limit", Labels: map[string]string{api.LabelPolicy: api.LabelTrue}},
 		Data: map[string]string{
 			"disk_limit.rego": `package virtstation.rules.disk_limit
 

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/virtstation/virtstation/api"
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 )
 
 // slowLoop takes seconds on any input: four million products, none of them
@@ -29,7 +29,7 @@ const slowLoop = `
 // module, the budget and the fix.
 func TestSlowPolicyRefusedAtApply(t *testing.T) {
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: envtest.InstallNamespace, Name: "slow-policy", Labels: map[string]string{api.LabelPolicy: api.LabelTrue}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: testenv.InstallNamespace, Name: "slow-policy", Labels: map[string]string{api.LabelPolicy: api.LabelTrue}},
 		Data: map[string]string{"slow.rego": "package virtstation.rules.slow\n\n" +
 			"deny contains {\"id\": \"slow\", \"field\": \"metadata\", \"message\": \"never\"} if {" + slowLoop + "}\n"},
 	}
@@ -62,7 +62,7 @@ func TestSlowPolicyDeniesAtRunTime(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "deadline")
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: envtest.InstallNamespace, Name: "audit-policy", Labels: map[string]string{api.LabelPolicy: api.LabelTrue}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: testenv.InstallNamespace, Name: "audit-policy", Labels: map[string]string{api.LabelPolicy: api.LabelTrue}},
 		Data: map[string]string{"audit.rego": "package virtstation.rules.audit\n\n" +
 			"deny contains {\"id\": \"audit\", \"field\": \"metadata\", \"message\": \"never\"} if {\n" +
 			"\tinput.object.metadata.annotations[\"example.com/audit\"] == \"deep\"" + slowLoop + "}\n"},
@@ -96,7 +96,7 @@ func TestSlowPolicyDeniesAtRunTime(t *testing.T) {
 			t.Errorf("denial %q lacks %q", denial, w)
 		}
 	}
-	waitForEvent(t, envtest.InstallNamespace, "ConfigMap", "audit-policy", "PolicyDeadlineExceeded", "of VM "+ns+"/deep-", "audit.rego")
+	waitForEvent(t, testenv.InstallNamespace, "ConfigMap", "audit-policy", "PolicyDeadlineExceeded", "of VM "+ns+"/deep-", "audit.rego")
 	if after := deadlineMetric(t, "audit.rego"); after < before+1 {
 		t.Errorf("virtstation_policy_eval_deadline_exceeded_total{module=audit.rego} went from %v to %v", before, after)
 	}

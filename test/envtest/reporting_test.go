@@ -15,7 +15,7 @@ import (
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/sshkeys"
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 	"github.com/virtstation/virtstation/webhooks/mutate"
 )
 
@@ -136,12 +136,12 @@ func TestSweeperRemovesOrphanedSecrets(t *testing.T) {
 	written := orphan.CreationTimestamp.Time
 
 	// Not before the grace (creationTimestamp has a resolution of 1 s).
-	time.Sleep(time.Until(written.Add(envtest.SweepGrace - 2*time.Second)))
+	time.Sleep(time.Until(written.Add(testenv.SweepGrace - 2*time.Second)))
 	if err := env.Client.Get(ctx, orphanKey, &corev1.Secret{}); err != nil {
-		t.Fatalf("orphan swept before the grace of %s: %v", envtest.SweepGrace, err)
+		t.Fatalf("orphan swept before the grace of %s: %v", testenv.SweepGrace, err)
 	}
 	// Gone within grace + period, with slack for a loaded machine.
-	eventually(t, envtest.SweepGrace+envtest.SweepEvery+10*time.Second, func() error {
+	eventually(t, testenv.SweepGrace+testenv.SweepEvery+10*time.Second, func() error {
 		switch err := env.Client.Get(ctx, orphanKey, &corev1.Secret{}); {
 		case apierrors.IsNotFound(err):
 			return nil
@@ -151,8 +151,8 @@ func TestSweeperRemovesOrphanedSecrets(t *testing.T) {
 			return fmt.Errorf("orphan %s still there %s after it was written", orphanKey, time.Since(written).Round(time.Second))
 		}
 	})
-	if gone := time.Since(written); gone < envtest.SweepGrace {
-		t.Errorf("orphan swept %s after it was written, before the grace of %s", gone, envtest.SweepGrace)
+	if gone := time.Since(written); gone < testenv.SweepGrace {
+		t.Errorf("orphan swept %s after it was written, before the grace of %s", gone, testenv.SweepGrace)
 	}
 
 	// The kept Secret is older than the orphan, so the sweeps that took

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/virtstation/virtstation/api"
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 	"github.com/virtstation/virtstation/webhooks/mutate"
 	"github.com/virtstation/virtstation/webhooks/validate"
 )
@@ -25,12 +25,12 @@ import (
 // kubevirtFinalizer is the finalizer virt-controller puts on every VM.
 const kubevirtFinalizer = "kubevirt.io/virtualMachineControllerFinalize"
 
-var env *envtest.Env
+var env *testenv.Env
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	var err error
-	if env, err = envtest.Start(context.Background()); err != nil {
+	if env, err = testenv.Start(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "envtest:", err)
 		os.Exit(1)
 	}

@@ -296,124 +296,6 @@ func TestOperatorOverridesShippedModule(t *testing.T) {
 	}
 }
 
-func TestCompileRejects(t *testing.T) {
-	cases := map[string]struct {
-		source string
-		want   []string
-	}{
-		"parse error": {
-			source: "package virtstation.rules.x\n\ndeny contains v if {\n\tv := \n}\n",
-			want:   []string{"x.rego:5: rego_parse_error"},
-		},
-		"unsafe variable": {
-			source: "package virtstation.rules.x\n\ndeny contains v if {\n\tv.id == \"x\"\n}\n",
-			want:   []string{"x.rego:4: rego_unsafe_var_error: var v is unsafe"},
-		},
-		"undefined function": {
-			source: "package virtstation.rules.x\n\ndeny contains v if {\n\tv := nosuch.fn(input.name)\n}\n",
-			want:   []string{"x.rego:4: rego_type_error: undefined function nosuch.fn"},
-		},
-		"undefined local": {
-			source: "package virtstation.rules.x\n\ndeny contains v if {\n\tv := undefined_rule\n}\n",
-			want:   []string{"x.rego:4: rego_unsafe_var_error: var undefined_rule is unsafe"},
-		},
-		"strict: unused import": {
-			source: "package virtstation.rules.x\n\nimport data.virtstation.rules.mount_path\n\ndeny contains 1 if input.x\n",
-			want:   []string{"x.rego:3: rego_compile_error: import data.virtstation.rules.mount_path unused"},
-		},
-		"strict: unused local": {
-			source: "package virtstation.rules.x\n\ndeny contains 1 if {\n\tunused := input.x\n\tinput.y\n}\n",
-			want:   []string{"x.rego:4: rego_compile_error: assigned var unused unused"},
-		},
-		"http.send": {
-			source: "package virtstation.rules.x\n\ndeny contains r.body if {\n\tr := http.send({\"method\": \"GET\", \"url\": \"https://example.com\"})\n}\n",
-			want:   []string{"x.rego:4: rego_type_error: undefined function http.send", "are disabled in virtstation policies"},
-		},
-		"net.lookup_ip_addr": {
-			source: "package virtstation.rules.x\n\ndeny contains a if {\n\tsome a in net.lookup_ip_addr(\"example.com\")\n}\n",
-			want:   []string{"x.rego:4: rego_type_error: undefined function net.lookup_ip_addr", "disabled"},
-		},
-		"net.cidr_contains": {
-			source: "package virtstation.rules.x\n\ndeny contains 1 if net.cidr_contains(\"10.0.0.0/8\", input.ip)\n",
-			want:   []string{"x.rego:3: rego_type_error: undefined function net.cidr_contains"},
-		},
-		"opa.runtime": {
-			source: "package virtstation.rules.x\n\ndeny contains opa.runtime().env.HOME if true\n",
-			want:   []string{"x.rego:3: rego_type_error: undefined function opa.runtime"},
-		},
-		"rego v0 syntax": {
-			source: "package virtstation.rules.x\n\ndeny[msg] {\n\tmsg := \"x\"\n}\n",
-			want:   []string{"x.rego:3: rego_parse_error"},
-		},
-		"conflict with shipped rule": {
-			source: "package virtstation\n\ndeny := 1\n",
-			want:   []string{"rego_type_error: conflicting rules data.virtstation.deny"},
-		},
-		"empty": {
-			source: "",
-			want:   []string{"x.rego"},
-		},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			_, err := Compile(Merge(ShippedModules(), []Module{{Name: "x.rego", Source: tc.source}}))
-			if err == nil {
-				t.Fatal("compiled")
-			}
-			var pe *PolicyError
-			if !errors.As(err, &pe) || len(pe.Problems) == 0 {
-				t.Fatalf("error %v (%T) is no *PolicyError with problems", err, err)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
-		})
-	}
-}
-
-func TestCompileAllowsPureBuiltins(t *testing.T) {
-	src := "package virtstation.rules.x\n\ndeny contains msg if {\n\tprint(input.name)\n\tregex.match(`^x`, input.name)\n\tmsg := sprintf(\"%s at %d\", [upper(input.name), time.now_ns()])\n}\n"
-	if _, err := Compile([]Module{{Name: "x.rego", Source: src}}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestRunTests(t *testing.T) {
-	if err := RunTests(context.Background(), ShippedModules()); err != nil {
-		t.Fatalf("shipped tests: %v", err)
-	}
-	failing := Module{Name: "x_test.rego", Source: "package virtstation.rules.mount_path\n\ntest_passes if true\n\ntest_etc_allowed if {\n\tprint(\"checking /etc\")\n\tcount(deny) == 0 with input as {\"dataDisks\": [{\"mountPath\": \"/etc\"}]}\n}\n\ntest_errors if {\n\tx := 1 / 0\n\tx > 0\n}\n"}
-	err := RunTests(context.Background(), Merge(ShippedModules(), []Module{failing}))
-	var pe *PolicyError
-	if !errors.As(err, &pe) {
-		t.Fatalf("error %v, want a *PolicyError", err)
-	}
-	for _, w := range []string{
-		"x_test.rego:5: test data.virtstation.rules.mount_path.test_etc_allowed failed",
-		"x_test.rego:10: test data.virtstation.rules.mount_path.test_errors",
-		"test_etc_allowed failed; printed: checking /etc",
-	} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q lacks %q", err, w)
-		}
-	}
-	if strings.Contains(err.Error(), "test_passes") {
-		t.Errorf("error %q lists a passing test", err)
-	}
-	if got := pe.Files(); !slices.Equal(got, []string{"x_test.rego"}) {
-		t.Errorf("Files() = %v", got)
-	}
-}
-
-func TestRunTestsReportsCompileErrors(t *testing.T) {
-	err := RunTests(context.Background(), []Module{{Name: "bad_test.rego", Source: "package p\n\ntest_x if http.send({})\n"}})
-	if err == nil || !strings.Contains(err.Error(), "bad_test.rego:3: rego_type_error: undefined function http.send") {
-		t.Fatalf("error %v", err)
-	}
-}
-
 func TestLoadKeepsLastGoodSet(t *testing.T) {
 	ctx := context.Background()
 	e := NewEngine(0)
@@ -466,38 +348,6 @@ func TestLoadKeepsLastGoodSet(t *testing.T) {
 	}
 }
 
-func TestEvaluateDeadline(t *testing.T) {
-	slow := Module{Name: "slow.rego", Source: "package virtstation.rules.slow\n\ndeny contains \"never\" if {\n\tinput.slow\n\tsome i in numbers.range(1, 5000)\n\tsome j in numbers.range(1, 5000)\n\ti * j < 0\n}\n"}
-	e := NewEngine(20 * time.Millisecond)
-	if _, err := e.Load(context.Background(), Merge(ShippedModules(), []Module{slow})); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	_, err := e.Evaluate(context.Background(), map[string]any{"slow": true, "dataDisks": []any{}})
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("error %v, want a deadline", err)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("evaluation took %s after a 20ms deadline", d)
-	}
-}
-
-func TestEvaluateReadsLooseViolations(t *testing.T) {
-	loose := Module{Name: "loose.rego", Source: "package virtstation.rules.loose\n\ndeny contains \"plain message\" if input.name == \"x\"\n\ndeny contains {\"message\": \"no id\", \"field\": 3} if input.name == \"x\"\n"}
-	e := NewEngine(0)
-	if _, err := e.Load(context.Background(), Merge(ShippedModules(), []Module{loose})); err != nil {
-		t.Fatal(err)
-	}
-	d, err := e.Evaluate(context.Background(), map[string]any{"name": "x", "dataDisks": []any{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []Violation{{ID: "policy", Message: "plain message"}, {ID: "policy", Field: "3", Message: "no id"}}
-	if !slices.Equal(d.Deny, want) {
-		t.Errorf("deny = %v, want %v", d.Deny, want)
-	}
-}
-
 // TestEngineConcurrentSwap evaluates while sets are swapped (run with -race).
 func TestEngineConcurrentSwap(t *testing.T) {
 	ctx := context.Background()
@@ -535,43 +385,6 @@ func TestEngineConcurrentSwap(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-}
-
-func TestMerge(t *testing.T) {
-	shipped := []Module{{Name: "b.rego", Source: "b"}, {Name: "a.rego", Source: "a"}}
-	operator := []Module{{Name: "c.rego", Source: "c1"}, {Name: "a.rego", Source: "a2"}, {Name: "c.rego", Source: "c2"}}
-	got := Merge(shipped, operator)
-	want := []Module{{Name: "a.rego", Source: "a2"}, {Name: "b.rego", Source: "b"}, {Name: "c.rego", Source: "c2"}}
-	if !slices.Equal(got, want) {
-		t.Errorf("Merge = %v, want %v", got, want)
-	}
-	if Revision(got) != Revision([]Module{want[2], want[0], want[1]}) {
-		t.Error("Revision depends on order")
-	}
-	if Revision(got) == Revision(shipped) || len(Revision(got)) != 12 {
-		t.Errorf("Revision %q", Revision(got))
-	}
-	// Name and source boundaries matter.
-	if Revision([]Module{{Name: "ab", Source: "c"}}) == Revision([]Module{{Name: "a", Source: "bc"}}) {
-		t.Error("Revision ignores the name/source boundary")
-	}
-}
-
-func TestShippedModules(t *testing.T) {
-	var names []string
-	for _, m := range ShippedModules() {
-		names = append(names, m.Name)
-		if strings.TrimSpace(m.Source) == "" {
-			t.Errorf("%s is empty", m.Name)
-		}
-	}
-	for _, rule := range []string{"mount_path", "disk_claim", "shared_memory", "virtstation"} {
-		for _, f := range []string{rule + ".rego", rule + "_test.rego"} {
-			if !slices.Contains(names, f) {
-				t.Errorf("shipped modules %v lack %s", names, f)
-			}
-		}
-	}
 }
 
 // realisticInput is testdata/vm.json with its three data disks free.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,7 +120,7 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 		}
 		deny, warnings := enforce(log, h.Modes, h.DryRun, decision)
 		if len(deny) > 0 {
-			resp := mutate.Deny(violationErrors(deny))
+			resp := mutate.Deny(ViolationErrors(deny))
 			resp.Warnings = warnings
 			return resp
 		}
@@ -223,16 +222,6 @@ func (h *VMHandler) now() time.Time {
 		return h.Now()
 	}
 	return time.Now()
-}
-
-// violationErrors turns policy violations into field errors whose message
-// carries the rule's own text (which names the rule and the fix).
-func violationErrors(vs []Violation) field.ErrorList {
-	out := make(field.ErrorList, 0, len(vs))
-	for _, v := range vs {
-		out = append(out, &field.Error{Type: field.ErrorTypeForbidden, Field: v.Field, Detail: strings.TrimSpace(v.Message)})
-	}
-	return out
 }
 
 func withWarnings(resp admission.Response, warnings []string) admission.Response {

@@ -1,7 +1,6 @@
 package validate
 
 import (
-	"fmt"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -121,9 +120,5 @@ func enforce(log logr.Logger, active *atomic.Pointer[Modes], report func(Violati
 			report(v)
 		}
 	}
-	warnings = make([]string, 0, len(warn))
-	for _, v := range warn {
-		warnings = append(warnings, fmt.Sprintf("virtstation policy %s: %s: %s", v.ID, v.Field, v.Message))
-	}
-	return deny, warnings
+	return deny, ViolationWarnings(warn)
 }

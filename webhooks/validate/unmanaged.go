@@ -128,7 +128,7 @@ func (h *UnmanagedVMHandler) Handle(ctx context.Context, req admission.Request) 
 	}
 	deny, warnings := enforce(log, h.Modes, h.DryRun, Decision{Deny: UnmanagedViolations(attached, snap.States)})
 	if len(deny) > 0 {
-		resp := mutate.Deny(violationErrors(deny))
+		resp := mutate.Deny(ViolationErrors(deny))
 		resp.Warnings = warnings
 		return resp
 	}

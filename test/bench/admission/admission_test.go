@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/internal/testenv"
 	"github.com/virtstation/virtstation/sshkeys"
-	"github.com/virtstation/virtstation/test/envtest"
 )
 
 var (
@@ -55,16 +55,16 @@ const teamKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIM+A+BzAeVbKARZ/Hth8zd13lHA
 
 var (
 	envOnce sync.Once
-	env     *envtest.Env
+	env     *testenv.Env
 	envErr  error
 )
 
 // sharedEnv starts the control plane once, for the tests and benchmarks
 // that need it; TestMain stops it.
-func sharedEnv(tb testing.TB) *envtest.Env {
+func sharedEnv(tb testing.TB) *testenv.Env {
 	tb.Helper()
 	envOnce.Do(func() {
-		env, envErr = envtest.Start(context.Background())
+		env, envErr = testenv.Start(context.Background())
 	})
 	if envErr != nil {
 		tb.Fatalf("start envtest: %v", envErr)
@@ -107,7 +107,7 @@ type run struct {
 
 // bench is a prepared namespace for one spec.
 type bench struct {
-	env  *envtest.Env
+	env  *testenv.Env
 	c    client.Client
 	cs   kubernetes.Interface
 	s    spec
@@ -118,7 +118,7 @@ type bench struct {
 	disks int
 }
 
-func newBench(ctx context.Context, tb testing.TB, e *envtest.Env, s spec, disks int) *bench {
+func newBench(ctx context.Context, tb testing.TB, e *testenv.Env, s spec, disks int) *bench {
 	tb.Helper()
 	cfg := rest.CopyConfig(e.Config)
 	cfg.QPS, cfg.Burst = -1, 0 // no client-side throttling: measure the server
@@ -280,7 +280,7 @@ func (bn *bench) count(ctx context.Context, tb testing.TB, v variant, n int) (ma
 
 // runSpec measures one spec: n creates per variant, then m per variant in
 // the counting phase.
-func runSpec(ctx context.Context, tb testing.TB, e *envtest.Env, s spec, n, m int) run {
+func runSpec(ctx context.Context, tb testing.TB, e *testenv.Env, s spec, n, m int) run {
 	tb.Helper()
 	disks := min(warmUp, n) + n + m
 	if *apiserverProfile != "" {

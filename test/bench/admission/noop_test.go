@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 )
 
 // The no-op webhook pair is the floor any webhook design pays on this
@@ -42,7 +42,7 @@ var allowAll = admission.HandlerFunc(func(context.Context, admission.Request) ad
 // validating, for VMs labelled peerLabel=noop, as the shipped
 // configurations do for managed VMs. It waits until the API server calls
 // them.
-func installNoop(ctx context.Context, e *envtest.Env, c client.Client, ns string) error {
+func installNoop(ctx context.Context, e *testenv.Env, c client.Client, ns string) error {
 	registerNoop.Do(func() {
 		srv := e.Manager.GetWebhookServer()
 		srv.Register(noopMutatePath, &webhook.Admission{Handler: allowAll})

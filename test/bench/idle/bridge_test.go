@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/virtstation/virtstation/test/virthandler"
+	"github.com/virtstation/virtstation/internal/virthandler"
 )
 
 const (

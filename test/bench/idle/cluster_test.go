@@ -27,8 +27,8 @@ import (
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/virtstation/virtstation/bridge"
-	"github.com/virtstation/virtstation/test/envtest"
-	"github.com/virtstation/virtstation/test/virthandler"
+	"github.com/virtstation/virtstation/internal/testenv"
+	"github.com/virtstation/virtstation/internal/virthandler"
 )
 
 const (
@@ -52,7 +52,7 @@ const (
 // layer, KubeVirt's CRDs, the stand-in virt-api behind it, the shipped
 // RBAC, and VMs whose displays all lead to one silent source.
 type cluster struct {
-	cp      *envtest.ControlPlane
+	cp      *testenv.ControlPlane
 	kube    kubernetes.Interface
 	admin   client.Client
 	virtAPI *virthandler.Server
@@ -79,15 +79,15 @@ func startCluster(ctx context.Context) (c *cluster, err error) {
 			err = errors.Join(err, c.stop())
 		}
 	}()
-	root, err := envtest.RepoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		return c, err
 	}
-	if c.cp, err = envtest.StartControlPlane(envtest.WithAggregation()); err != nil {
+	if c.cp, err = testenv.StartControlPlane(testenv.WithAggregation()); err != nil {
 		return c, err
 	}
 	if _, err := crenvtest.InstallCRDs(c.cp.Config, crenvtest.CRDInstallOptions{
-		Paths: []string{filepath.Join(root, "test", "envtest", "crds")}, ErrorIfPathMissing: true,
+		Paths: []string{filepath.Join(root, "internal", "testenv", "crds")}, ErrorIfPathMissing: true,
 	}); err != nil {
 		return c, fmt.Errorf("install CRDs: %w", err)
 	}
@@ -104,13 +104,13 @@ func startCluster(ctx context.Context) (c *cluster, err error) {
 	}
 	c.virtAPI, err = virthandler.Start(ctx, virthandler.Options{
 		FrontProxyCA: c.cp.FrontProxy.CA,
-		AllowedNames: []string{envtest.FrontProxyClientName},
-		DNSNames:     []string{envtest.SubresourceServerName},
+		AllowedNames: []string{testenv.FrontProxyClientName},
+		DNSNames:     []string{testenv.SubresourceServerName},
 	})
 	if err != nil {
 		return c, err
 	}
-	if err := envtest.RegisterSubresourceAPI(ctx, c.cp.Config, c.virtAPI.Port(), c.virtAPI.CABundle()); err != nil {
+	if err := testenv.RegisterSubresourceAPI(ctx, c.cp.Config, c.virtAPI.Port(), c.virtAPI.CABundle()); err != nil {
 		return c, err
 	}
 	for _, ns := range []string{bridgeNS, userNS} {

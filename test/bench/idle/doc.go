@@ -4,7 +4,7 @@
 // (the cmd/bridge binary, built by the benchmark and run as its own
 // process, so its RSS is its alone) on an envtest control plane whose
 // aggregation layer routes subresources.kubevirt.io to the stand-in virt-api
-// (test/virthandler). Every VMI's display leads to a silent source: a unix
+// (internal/virthandler). Every VMI's display leads to a silent source: a unix
 // socket that accepts and never sends, so the sessions stay idle. It reads
 // the bridge's RSS and PSS from /proc and its Go heap, stacks and goroutines
 // from its /metrics, before and after, and checks that closing every

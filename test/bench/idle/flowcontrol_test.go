@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 )
 
 // exemptSessions applies the FlowSchema Virtstation ships
@@ -27,7 +27,7 @@ import (
 // refused with 429 (the bridge answers 502). -exempt-sessions=false shows
 // that limit.
 func (c *cluster) exemptSessions(ctx context.Context) error {
-	root, err := envtest.RepoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/virtstation/virtstation/test/envtest"
+	"github.com/virtstation/virtstation/internal/testenv"
 )
 
 var (
@@ -215,7 +215,7 @@ func measureBridge(ctx context.Context, tb testing.TB, sz size) bridgeResult {
 			tb.Fatal(err)
 		}
 	}
-	root, err := envtest.RepoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		tb.Fatal(err)
 	}

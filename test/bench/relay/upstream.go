@@ -13,7 +13,7 @@ import (
 
 // upstreamChunk is the largest message the upstream stand-in writes:
 // KubeVirt's WebSocket buffer size (kubecli's WebsocketMessageBufferSize),
-// as test/virthandler and bridge/vnc's rig use.
+// as internal/virthandler and bridge/vnc's rig use.
 const upstreamChunk = 32 << 10
 
 // dialTimeout bounds every dial and handshake of the benchmark.

@@ -1,0 +1,406 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/virtstation/virtstation/internal/qemu"
+)
+
+// demoReadyTimeout bounds the demo's start, with the control plane, QEMU
+// and the bridge (binaries already built).
+const demoReadyTimeout = 3 * time.Minute
+
+// TestDemo runs `virtstation-demo` as a user does, and while it keeps
+// running checks what a newcomer would see and that the virtctl commands it
+// prints reach the bridge: the kubeconfig it writes is loaded as virtctl
+// loads it, and the requests are the ones kubevirt.io/client-go's kubecli
+// makes from that rest.Config.
+func TestDemo(t *testing.T) {
+	if _, err := exec.LookPath(qemu.Binary); err != nil {
+		t.Fatalf("the demo's bridge needs QEMU (make test-deps installs it): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), demoReadyTimeout+time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	out, errs := &syncBuffer{}, &syncBuffer{}
+	args := []string{"-f", filepath.Join("..", "..", "examples"), "--bridge-address", "127.0.0.1:0",
+		"--kubeconfig", filepath.Join(dir, "kubeconfig")}
+	runCtx, stopDemo := context.WithCancel(ctx)
+	exited := make(chan int, 1)
+	go func() { exited <- runDemo(runCtx, args, streams{out: out, err: errs}) }()
+	// Ctrl-C, as a user does with virtctl still connected (held), then
+	// wait for the demo to have cleaned up.
+	var held *websocket.Conn
+	defer func() {
+		stopDemo()
+		if code := <-exited; code != exitOK {
+			t.Errorf("demo exited %d after Ctrl-C\nstderr:\n%s", code, errs.String())
+		}
+		if errs.Len() > 0 {
+			t.Errorf("demo wrote to stderr:\n%s", errs.String())
+		}
+		if held == nil {
+			return
+		}
+		defer func() { _ = held.Close() }()
+		_ = held.SetReadDeadline(time.Now().Add(demoIOTimeout))
+		for {
+			if _, _, err := held.ReadMessage(); err != nil {
+				// 1001 from the bridge, or 4004 when QEMU, which stops on
+				// the same Ctrl-C, hangs up first: either is a close frame.
+				var ce *websocket.CloseError
+				if !errors.As(err, &ce) {
+					t.Errorf("a console open at Ctrl-C ended with %v; want a close frame", err)
+				}
+				return
+			}
+		}
+	}()
+	select {
+	case <-out.waitFor(ctx, "Ctrl-C stops it."):
+	case code := <-exited:
+		exited <- code
+		t.Fatalf("demo exited %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errs.String())
+	case <-time.After(demoReadyTimeout):
+		t.Fatalf("demo not ready after %s\nstdout:\n%s\nstderr:\n%s", demoReadyTimeout, out.String(), errs.String())
+	}
+	shown := out.String()
+	for _, want := range []string{
+		"virtstation pinned MAC", // the webhook mutated the examples
+		"denied",                 // the policies refused the bad example
+		"the guest answered \"HELLO VIRTSTATION\"", // a console session through the bridge reached QEMU
+		"409 Conflict", // one session per VM
+		"alice.token",
+	} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, shown)
+		}
+	}
+
+	kubeconfig := filepath.Join(dir, "alice.kubeconfig")
+	t.Run("printed commands name the written files", func(t *testing.T) {
+		for _, want := range []string{
+			"virtctl --kubeconfig " + kubeconfig + " console dev-alice\n",
+			"virtctl --kubeconfig " + kubeconfig + " vnc --proxy-only dev-alice\n",
+			"virtctl --kubeconfig " + kubeconfig + " vnc screenshot dev-alice -f shot.png\n",
+			"curl --cacert " + filepath.Join(dir, "ca.crt") + " ",
+		} {
+			if !strings.Contains(shown, want) {
+				t.Errorf("demo output lacks %q:\n%s", want, shown)
+			}
+		}
+		for _, f := range []string{kubeconfig, filepath.Join(dir, "ca.crt"), filepath.Join(dir, "alice.token")} {
+			if _, err := os.Stat(f); err != nil {
+				t.Errorf("the demo names %s: %v", f, err)
+			}
+		}
+		if m := regexp.MustCompile(`https://\S+/ui/namespaces/workstations/virtualmachines/dev-alice#`).FindString(shown); m == "" {
+			t.Errorf("demo output has no https:// browser URL:\n%s", shown)
+		}
+	})
+
+	// As virtctl: --kubeconfig is the explicit path of the loading rules.
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}, &clientcmd.ConfigOverrides{})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		t.Fatalf("load %s: %v", kubeconfig, err)
+	}
+	ns, _, err := cc.Namespace()
+	if err != nil || ns != demoNamespace {
+		t.Errorf("kubeconfig namespace = %q, %v; want %q", ns, err, demoNamespace)
+	}
+	if !strings.HasPrefix(cfg.Host, "https://") || cfg.BearerToken == "" {
+		t.Fatalf("kubeconfig gives host %q and a token of %d bytes; client-go sends a token only over https", cfg.Host, len(cfg.BearerToken))
+	}
+
+	t.Run("console over TLS through KubeVirt's path", func(t *testing.T) {
+		c, resp, err := kubecliDial(cfg, ns, demoVM, "console", nil)
+		if err != nil {
+			t.Fatalf("open the console as kubecli does: %v (%s)", err, status(resp))
+		}
+		defer func() { _ = c.Close() }()
+		if err := c.WriteMessage(websocket.BinaryMessage, []byte("hello from client-go")); err != nil {
+			t.Fatal(err)
+		}
+		var got strings.Builder
+		_ = c.SetReadDeadline(time.Now().Add(demoIOTimeout))
+		for !strings.Contains(got.String(), "HELLO FROM CLIENT-GO") {
+			_, p, err := c.ReadMessage()
+			if err != nil {
+				t.Fatalf("read the console (got %q): %v", got.String(), err)
+			}
+			got.Write(p)
+		}
+	})
+
+	// virtctl vnc --proxy-only, as kubecli's VNC(name, false) dials.
+	t.Run("vnc over TLS through KubeVirt's path", func(t *testing.T) {
+		c, resp, err := kubecliDial(cfg, ns, demoVM, "vnc", url.Values{"preserveSession": {"false"}})
+		if err != nil {
+			t.Fatalf("open the display as kubecli does: %v (%s)", err, status(resp))
+		}
+		defer func() { _ = c.Close() }()
+		_ = c.SetReadDeadline(time.Now().Add(demoIOTimeout))
+		var got []byte
+		for len(got) < 12 {
+			_, p, err := c.ReadMessage()
+			if err != nil {
+				t.Fatalf("read the display (got %q): %v", got, err)
+			}
+			got = append(got, p...)
+		}
+		if !bytes.HasPrefix(got, []byte("RFB 003.")) {
+			t.Errorf("display opened with %q; want QEMU's RFB version", got)
+		}
+	})
+
+	t.Run("plain HTTP is not served", func(t *testing.T) {
+		u, err := url.Parse(cfg.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Get("http://" + u.Host + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "HTTPS server") {
+			t.Errorf("GET http://%s/healthz = %s %q; want the TLS server's 400", u.Host, resp.Status, b)
+		}
+	})
+
+	// Needs the bridge's KubeVirt discovery routes (issue 14, the lead's part).
+	t.Run("virtctl's version check", func(t *testing.T) {
+		rc := kubecliREST(t, cfg)
+		raw, err := rc.Get().AbsPath("/apis/subresources.kubevirt.io").Do(ctx).Raw()
+		if err != nil {
+			t.Fatalf("GET /apis/subresources.kubevirt.io: %v", err)
+		}
+		var group metav1.APIGroup
+		if err := json.Unmarshal(raw, &group); err != nil {
+			t.Fatalf("GET /apis/subresources.kubevirt.io: %v: %s", err, raw)
+		}
+		if got := group.PreferredVersion.GroupVersion; got != "subresources.kubevirt.io/v1" {
+			t.Fatalf("preferred version %q, want subresources.kubevirt.io/v1", got)
+		}
+		raw, err = rc.Get().AbsPath("/apis/" + group.PreferredVersion.GroupVersion + "/version").Do(ctx).Raw()
+		if err != nil {
+			t.Fatalf("GET version: %v", err)
+		}
+		var info struct {
+			GitVersion string `json:"gitVersion"`
+		}
+		if err := json.Unmarshal(raw, &info); err != nil || info.GitVersion == "" {
+			t.Errorf("version = %s (%v); want a gitVersion", raw, err)
+		}
+	})
+
+	// Needs the bridge's vnc/screenshot route (issue 14, the lead's part).
+	t.Run("vnc screenshot", func(t *testing.T) {
+		rc := kubecliREST(t, cfg)
+		raw, err := rc.Get().AbsPath("/apis/subresources.kubevirt.io/v1").
+			Namespace(ns).Resource("virtualmachineinstances").Name(demoVM).
+			SubResource("vnc", "screenshot").Param("moveCursor", "false").Do(ctx).Raw()
+		if err != nil {
+			t.Fatalf("screenshot as kubecli asks for it: %v", err)
+		}
+		if !bytes.HasPrefix(raw, []byte("\x89PNG\r\n\x1a\n")) {
+			t.Errorf("screenshot is not a PNG: %d bytes, %q...", len(raw), raw[:min(len(raw), 16)])
+		}
+	})
+
+	// The printed commands with KubeVirt's own kubecli (test/kubecli), as
+	// virtctl makes them, on the demo's kubeconfig as written.
+	t.Run("kubecli-peer with the demo's kubeconfig", func(t *testing.T) {
+		bin := kubecliPeerBin(t)
+		run := func(stdin io.Reader, args ...string) (string, error) {
+			cctx, done := context.WithTimeout(ctx, demoIOTimeout)
+			defer done()
+			cmd := exec.CommandContext(cctx, bin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				return stdout.String(), fmt.Errorf("kubecli-peer %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+			}
+			return stdout.String(), nil
+		}
+		if _, err := run(nil, "version"); err != nil {
+			t.Error(err)
+		}
+		shot := filepath.Join(t.TempDir(), "shot.png")
+		if _, err := run(nil, "screenshot", demoVM, "--file", shot); err != nil {
+			t.Error(err)
+		} else if b, err := os.ReadFile(shot); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("shot.png: %d bytes, %v; want a PNG", len(b), err)
+		}
+		// The console copies stdin until it ends; the guest echoes as it
+		// reads, so the answer is on stdout by the time stdin is drained.
+		pr, pw := io.Pipe()
+		go func() {
+			_, _ = pw.Write([]byte("hello from kubecli"))
+			time.Sleep(2 * time.Second)
+			_ = pw.Close()
+		}()
+		got, err := run(pr, "console", demoVM)
+		if err != nil {
+			t.Error(err)
+		} else if !strings.Contains(got, "HELLO FROM KUBECLI") {
+			t.Errorf("console printed %q; want the guest's HELLO FROM KUBECLI", got)
+		}
+	})
+
+	c, resp, err := kubecliDial(cfg, ns, demoVM, "console", nil)
+	if err != nil {
+		t.Fatalf("open the console to hold over Ctrl-C: %v (%s)", err, status(resp))
+	}
+	held = c
+}
+
+// kubecliPeerBin is test/kubecli's kubecli-peer: $KUBECLI_PEER (make test
+// sets it), else built (once per machine) by hack/kubecli-peer.sh.
+func kubecliPeerBin(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("KUBECLI_PEER"); p != "" {
+		return p
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(filepath.Join("..", "..", "hack", "kubecli-peer.sh"))
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("hack/kubecli-peer.sh: %v: %s", err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// kubecliDial opens a VMI subresource WebSocket from cfg the way
+// kubevirt.io/client-go v1.9.0's AsyncSubresourceHelper does
+// (kubevirt/typed/core/v1/async.go): TLS from rest.TLSConfigFor, the
+// plain.kubevirt.io subprotocol, and the headers (the bearer token) that
+// rest.HTTPWrappersForConfig adds.
+func kubecliDial(cfg *rest.Config, namespace, name, subresource string, query url.Values) (*websocket.Conn, *http.Response, error) {
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch u.Scheme {
+	case "https":
+		u.Scheme = "wss"
+	case "http":
+		u.Scheme = "ws"
+	default:
+		return nil, nil, fmt.Errorf("unsupported scheme %q", u.Scheme)
+	}
+	u.Path = path.Join(u.Path, "/apis/subresources.kubevirt.io/v1/namespaces", namespace, "virtualmachineinstances", name, subresource)
+	u.RawQuery = query.Encode()
+	rt := &wsRoundTripper{dialer: &websocket.Dialer{
+		Proxy:            http.ProxyFromEnvironment,
+		TLSClientConfig:  tlsConfig,
+		Subprotocols:     []string{"plain.kubevirt.io"},
+		HandshakeTimeout: demoIOTimeout,
+	}}
+	wrapped, err := rest.HTTPWrappersForConfig(cfg, rt)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := wrapped.RoundTrip(&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}})
+	return rt.conn, resp, err
+}
+
+// wsRoundTripper dials the WebSocket with the request's URL and the
+// headers the wrappers set, as kubecli's WebsocketRoundTripper does.
+type wsRoundTripper struct {
+	dialer *websocket.Dialer
+	conn   *websocket.Conn
+}
+
+func (d *wsRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	c, resp, err := d.dialer.Dial(r.URL.String(), r.Header)
+	d.conn = c
+	return resp, err
+}
+
+// kubecliREST is the REST client kubecli.GetKubevirtClientFromRESTConfig
+// builds from cfg, which its ServerVersion and Screenshot use.
+func kubecliREST(t *testing.T, cfg *rest.Config) *rest.RESTClient {
+	t.Helper()
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &schema.GroupVersion{Group: "kubevirt.io", Version: "v1"}
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	c.APIPath = "/apis"
+	c.ContentType = "application/json"
+	rc, err := rest.RESTClientFor(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// syncBuffer is an output stream the test reads while the demo writes it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *syncBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
+// waitFor is closed once the stream holds s; never if ctx ends first.
+func (b *syncBuffer) waitFor(ctx context.Context, s string) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		for !strings.Contains(b.String(), s) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		close(done)
+	}()
+	return done
+}

@@ -1,0 +1,41 @@
+// Command virtstation-demo runs Virtstation on an embedded local control
+// plane: a real kube-apiserver and etcd with the KubeVirt, CDI and
+// cert-manager CRDs, the webhooks, and the bridge with a real QEMU machine
+// behind a stand-in virt-api. It applies the manifests of a directory and
+// prints what the webhooks made of them, then keeps running until Ctrl-C:
+//
+//	virtstation-demo [-f examples/] [-kubeconfig FILE] [-bridge-address ADDR] [-v]
+//
+// It is a command of its own, apart from the virtstation CLI, because it
+// links the test harnesses (internal/testenv, internal/bridgestack), which
+// run only on Linux; `make demo` runs it.
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes.
+const (
+	exitOK = 0
+	// exitFailure: the demo could not start or failed.
+	exitFailure = 1
+	// exitBadInput: unreadable manifests or bad flags.
+	exitBadInput = 2
+)
+
+// streams are the command's standard streams.
+type streams struct {
+	out, err io.Writer
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := runDemo(ctx, os.Args[1:], streams{out: os.Stdout, err: os.Stderr})
+	stop()
+	os.Exit(code)
+}
