@@ -5,10 +5,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -39,13 +37,7 @@ var (
 	admin     kubernetes.Interface
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := shared.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop control plane:", err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { shared.Main(m) }
 
 // controlPlane starts the package's control plane on first use, so that
 // the unit tests and fuzzing run without one.

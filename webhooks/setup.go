@@ -145,7 +145,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Client: mgr.GetClient(), Reader: mgr.GetCache(), Namespace: opts.Namespace, Engine: engine,
 		Recorder: mgr.GetEventRecorder("virtstation-policy"), Modes: modes, Metrics: policyMetrics,
 	}
-	if err := loader.SetupWithManager(mgr); err != nil {
+	if err := loader.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up policy loader: %w", err)
 	}
 	releaser := &claims.Releaser{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Reader: mgr.GetCache(), Grace: opts.ClaimGrace, NoDataVolumes: !cdi}

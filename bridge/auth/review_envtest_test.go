@@ -3,8 +3,6 @@ package auth_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -26,13 +24,7 @@ var (
 	kube     kubernetes.Interface
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := shared.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop control plane:", err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { shared.Main(m) }
 
 // startControlPlane starts it on first use, so unit tests and fuzzing run
 // without one.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -28,13 +26,7 @@ import (
 
 var shared testenv.Shared
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := shared.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "control plane:", err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { shared.Main(m) }
 
 // TestSweep runs the janitor against a real API server with KubeVirt's
 // CRDs, Leases written by a real session registry and pins by the real

@@ -7,9 +7,12 @@ import "github.com/gorilla/websocket"
 const (
 	// CodeHTTPBase plus an HTTP status carries an error known before the
 	// session started (4401, 4403, 4404, 4409, 4412, 4503) to a browser,
-	// which cannot read the status of a failed handshake.
+	// which cannot read the status of a failed handshake. For 4409
+	// SessionHeld the holder, as data, is in GET …/sessions.
 	CodeHTTPBase = 4000
 	// CodeTakenOver: another user took the session over. Do not reconnect.
+	// The reason names the new holder for people; GET …/sessions has it as
+	// data (the take-over reserved the session for them).
 	CodeTakenOver = 4001
 	// CodeIdle: no user input for the idle timeout.
 	CodeIdle = 4002

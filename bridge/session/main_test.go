@@ -2,8 +2,6 @@ package session_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -25,13 +23,7 @@ var (
 	admin     kubernetes.Interface
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := shared.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop control plane:", err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { shared.Main(m) }
 
 // controlPlane starts the package's control plane on first use, so that
 // unit tests and fuzzing (go test -fuzz) run without one.

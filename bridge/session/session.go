@@ -30,18 +30,18 @@ type Session struct {
 	stopped     bool            // ended as the Registry stopped, not released
 	releasing   <-chan struct{} // closed when the queued release is done; nil when none was queued
 
-	// ctx is done once the session has lost its slot or was released;
-	// cancel ends it. A context rather than a bare channel, so a relay can
-	// wait for it with context.AfterFunc instead of a goroutine.
+	// ctx is done once the session has lost its slot or was released, with
+	// the reason as its cause; cancel ends it. A context rather than a bare
+	// channel, so a relay can wait for it with context.AfterFunc instead of
+	// a goroutine.
 	ctx    context.Context
-	cancel context.CancelFunc
-	reason error // set before ctx is cancelled
+	cancel context.CancelCauseFunc
 }
 
 // newSession returns a session of r for user, not yet holding the slot.
 func newSession(r *Registry, k Key, user string) *Session {
 	id := rand.Text()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Session{
 		Key: k, ID: id, User: user,
 		holder:   holderID{Replica: r.replica, Session: id},
@@ -55,27 +55,18 @@ func newSession(r *Registry, k Key, user string) *Session {
 // LostReason says why.
 func (s *Session) Lost() <-chan struct{} { return s.ctx.Done() }
 
-// Context is done when Lost is closed: wait for the loss with
-// context.AfterFunc, which parks no goroutine.
+// Context is done when Lost is closed, with LostReason as its
+// context.Cause: wait for the loss with context.AfterFunc, which parks no
+// goroutine.
 func (s *Session) Context() context.Context { return s.ctx }
 
 // LostReason is nil while the session holds its slot; afterwards it is
 // TakenOver, ErrExpired or ErrReleased.
-func (s *Session) LostReason() error {
-	select {
-	case <-s.ctx.Done():
-		return s.reason
-	default:
-		return nil
-	}
-}
+func (s *Session) LostReason() error { return context.Cause(s.ctx) }
 
-// end closes Lost with reason. The Registry calls it once, with its mutex
-// held.
-func (s *Session) end(reason error) {
-	s.reason = reason
-	s.cancel()
-}
+// end closes Lost with reason, which must not be nil. The Registry calls it
+// once, with its mutex held.
+func (s *Session) end(reason error) { s.cancel(reason) }
 
 // Release ends the session (Lost closes with ErrReleased, unless it was lost
 // already) and queues the write that clears its holder from the Lease, so

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 //go:embed dist
@@ -157,10 +158,7 @@ func (h *handler) servePage(w http.ResponseWriter, r *http.Request) {
 	body.Write(h.pageHead)
 	body.WriteString(nonce)
 	body.Write(h.pageTail)
-	if r.Method == http.MethodHead {
-		return
-	}
-	_, _ = w.Write(body.Bytes())
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body.Bytes()))
 }
 
 func (h *handler) serveAsset(w http.ResponseWriter, r *http.Request) {
@@ -175,20 +173,14 @@ func (h *handler) serveAsset(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("Cache-Control", a.cacheControl)
 	hdr.Set("ETag", a.etag)
 	hdr.Set("Vary", "Accept-Encoding")
-	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatches(inm, a.etag) {
-		w.WriteHeader(http.StatusNotModified)
-		return
-	}
 	body := a.body
 	if a.gzipped != nil && acceptsGzip(r) {
 		hdr.Set("Content-Encoding", "gzip")
 		body = a.gzipped
 	}
-	hdr.Set("Content-Length", fmt.Sprint(len(body)))
-	if r.Method == http.MethodHead {
-		return
-	}
-	_, _ = w.Write(body)
+	// ServeContent answers HEAD, If-None-Match against the ETag (304),
+	// ranges and Content-Length.
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
 }
 
 // ContentSecurityPolicy is the page's policy with the given style nonce.
@@ -247,16 +239,6 @@ func acceptsGzip(r *http.Request) bool {
 		}
 		v, err := strconv.ParseFloat(q, 64)
 		return err == nil && v > 0
-	}
-	return false
-}
-
-func etagMatches(header, etag string) bool {
-	for _, t := range strings.Split(header, ",") {
-		t = strings.TrimSpace(t)
-		if t == "*" || strings.TrimPrefix(t, "W/") == etag {
-			return true
-		}
 	}
 	return false
 }

@@ -189,8 +189,32 @@ func TestConditionalAsset(t *testing.T) {
 	if etag == "" {
 		t.Fatal("no ETag")
 	}
-	if resp := serve(t, h, http.MethodGet, "/ui/assets/app-ABCDEFGH.css", http.Header{"If-None-Match": {etag}}); resp.StatusCode != http.StatusNotModified {
-		t.Fatalf("revalidation: %s, want 304", resp.Status)
+	cases := map[string]struct {
+		method string
+		hdr    http.Header
+		status int
+		body   string
+	}{
+		"revalidation":                {http.MethodGet, http.Header{"If-None-Match": {etag}}, http.StatusNotModified, ""},
+		"weak revalidation":           {http.MethodGet, http.Header{"If-None-Match": {`"other", W/` + etag}}, http.StatusNotModified, ""},
+		"any":                         {http.MethodGet, http.Header{"If-None-Match": {"*"}}, http.StatusNotModified, ""},
+		"changed":                     {http.MethodGet, http.Header{"If-None-Match": {`"other"`}}, http.StatusOK, readBody(t, resp)},
+		"head: the length, no body":   {http.MethodHead, nil, http.StatusOK, ""},
+		"a range of the encoded body": {http.MethodGet, http.Header{"Range": {"bytes=0-1"}}, http.StatusPartialContent, readBody(t, serve(t, h, http.MethodGet, "/ui/assets/app-ABCDEFGH.css", nil))[:2]},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			resp := serve(t, h, tc.method, "/ui/assets/app-ABCDEFGH.css", tc.hdr)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("%s, want %d", resp.Status, tc.status)
+			}
+			if got := readBody(t, resp); got != tc.body {
+				t.Errorf("body %q, want %q", got, tc.body)
+			}
+			if tc.method == http.MethodHead && resp.Header.Get("Content-Length") == "" {
+				t.Error("HEAD without Content-Length")
+			}
+		})
 	}
 }
 

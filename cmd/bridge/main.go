@@ -112,7 +112,7 @@ func main() {
 		log.Error(err, "listen")
 		os.Exit(1)
 	}
-	if err := serve(ctx, ln, httpOptions{certDir: certDir, idleTimeout: httpIdle}, srv, srv.Wait); err != nil {
+	if err := serve(ctx, ln, httpOptions{certDir: certDir, idleTimeout: httpIdle, log: log}, srv, srv.Wait); err != nil {
 		log.Error(err, "serve")
 		os.Exit(1)
 	}

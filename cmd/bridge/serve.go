@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 )
 
@@ -38,6 +39,8 @@ type httpOptions struct {
 	certDir string
 	// idleTimeout closes keep-alive connections idle this long.
 	idleTimeout time.Duration
+	// log gets what goes wrong at shutdown that is no reason to fail.
+	log logr.Logger
 }
 
 // newHTTPServer is every HTTP server the bridge runs: h with the header
@@ -76,7 +79,9 @@ func serve(ctx context.Context, ln net.Listener, o httpOptions, h http.Handler, 
 	// Shutdown does not wait for hijacked connections: the sessions run on
 	// the bridge's own goroutines.
 	if wait != nil {
-		_ = wait(sctx)
+		if err := wait(sctx); err != nil {
+			o.log.Error(err, "sessions still open after the shutdown grace; their Leases expire with this replica's heartbeat", "grace", shutdownGrace)
+		}
 	}
 	return nil
 }

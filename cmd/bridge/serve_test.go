@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/gorilla/websocket"
 )
 
@@ -145,4 +146,39 @@ func TestIdleKeepAliveIsClosed(t *testing.T) {
 			t.Fatalf("a WebSocket silent for 3 idle timeouts: %q, %v; want the echo", msg, err)
 		}
 	})
+}
+
+// TestServeLogsSessionsLeftOpen: sessions that do not close within the
+// shutdown grace are logged, not dropped silently; serve still returns nil,
+// as a SIGTERM is no failure.
+func TestServeLogsSessionsLeftOpen(t *testing.T) {
+	cases := map[string]struct {
+		wait    func(context.Context) error
+		wantLog bool
+	}{
+		"sessions closed in time": {wait: func(context.Context) error { return nil }},
+		"sessions still open": {
+			wait:    func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() },
+			wantLog: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logged []string
+			log := funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if err := serve(ctx, ln, httpOptions{idleTimeout: idleForTest, log: log}, http.NotFoundHandler(), tc.wait); err != nil {
+				t.Fatalf("serve: %v", err)
+			}
+			got := strings.Join(logged, "\n")
+			if tc.wantLog != strings.Contains(got, "sessions still open after the shutdown grace") || tc.wantLog != strings.Contains(got, "context deadline exceeded") {
+				t.Errorf("log %q, want the open sessions logged: %v", got, tc.wantLog)
+			}
+		})
+	}
 }

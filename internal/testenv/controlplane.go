@@ -98,7 +98,7 @@ func (cp *ControlPlane) removeTmp() error {
 
 // Shared is one bare control plane for a package's tests, started on first
 // use so that the package's unit tests and fuzzing (go test -fuzz) run
-// without one. Stop it in TestMain after m.Run.
+// without one. Main is the package's TestMain.
 type Shared struct {
 	once sync.Once
 	cp   *ControlPlane
@@ -122,4 +122,17 @@ func (s *Shared) Stop() error {
 		return nil
 	}
 	return s.cp.Stop()
+}
+
+// Main runs the package's tests, stops the control plane if one started,
+// and exits: func TestMain(m *testing.M) { shared.Main(m) }.
+func (s *Shared) Main(m *testing.M) {
+	code := m.Run()
+	if err := s.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop control plane:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
 }

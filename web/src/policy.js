@@ -20,16 +20,30 @@ export const State = Object.freeze({
 /** How the page gets back: by itself after a delay, by a button, or not. */
 export const Reconnect = Object.freeze({ auto: 'auto', manual: 'manual', none: 'none' });
 
-// Close codes, named as in bridge/relay/codes.go.
-const codeTakenOver = 4001;
-const codeIdle = 4002;
-const codeSessionLost = 4003;
-const codeUpstreamClosed = 4004;
-const codeSSHHostKeyChanged = 4010;
-const codeSSHAuthFailed = 4011;
-const codeSSHUnreachable = 4012;
-const codeBadHello = 4013;
-const httpBase = 4000;
+/**
+ * Code holds the bridge's close codes, named as in bridge/relay/codes.go
+ * without the "Code" prefix. TestCloseCodesMatchThePage (bridge/relay) reads
+ * this object and fails when it and the Go constants differ.
+ */
+export const Code = Object.freeze({
+  HTTPBase: 4000,
+  TakenOver: 4001,
+  Idle: 4002,
+  SessionLost: 4003,
+  UpstreamClosed: 4004,
+  SSHHostKeyChanged: 4010,
+  SSHAuthFailed: 4011,
+  SSHUnreachable: 4012,
+  BadHello: 4013,
+  GoingAway: 1001,
+  ClientTooSlow: 1008,
+  ProtocolError: 1002,
+  Normal: 1000,
+});
+
+// noStatus is what a browser reports for a close frame without a code
+// (RFC 6455 §7.1.5); no bridge sends it.
+const noStatus = 1005;
 
 /**
  * splitReason splits a refusal's close reason, "SessionHeld: held by …",
@@ -41,67 +55,63 @@ export function splitReason(reason) {
 }
 
 /**
- * parseHolder reads who holds a session from a SessionHeld message:
- * "held by USER since 15:04:05Z; take over to continue" or
- * "reserved for USER by a take-over at 15:04:05Z". Null when it is neither.
+ * holderOf reads who holds a mode's session from the body of
+ * GET …/sessions ({sessions: [{mode, holder: {user, since, reserved}}]}),
+ * the bridge's structured answer; a close frame's text is for people only.
+ * Null when the route's session is free or the body is not such a list.
  */
-export function parseHolder(message) {
-  let m = /^held by (.+) since (\S+?);/.exec(message || '');
-  if (m) return { user: m[1], since: m[2], reserved: false };
-  m = /^reserved for (.+) by a take-over at (\S+)$/.exec(message || '');
-  if (m) return { user: m[1], since: m[2], reserved: true };
-  return null;
+export function holderOf(list, route) {
+  const s = Array.isArray(list?.sessions) ? list.sessions.find((x) => x?.mode === route) : null;
+  const h = s?.holder;
+  if (!h || typeof h.user !== 'string' || !h.user) return null;
+  return { user: h.user, since: typeof h.since === 'string' ? h.since : '', reserved: h.reserved === true };
 }
 
-/** takenOverBy reads the new holder from "taken over by another user (USER)". */
-export function takenOverBy(reason) {
-  const m = /\(([^()]+)\)\s*$/.exec(reason || '');
-  return m ? m[1] : '';
+/** takenOverMessage says who took the session over, when the page knows. */
+export function takenOverMessage(user) {
+  return `This session was taken over by ${user || 'another user'}. It will not reconnect by itself.`;
 }
 
 /**
  * decide maps a close event to what the page shows and whether it
- * reconnects. It returns {state, reconnect, message, holder?, by?}.
+ * reconnects. It returns {state, reconnect, message}. Who holds a session
+ * (held, taken over) is not in the close frame as data: the page asks
+ * GET …/sessions and reads it with holderOf.
  */
 export function decide(code, reason) {
   const { reason: why, message } = splitReason(reason);
   const text = message || reason || '';
   switch (code) {
-    case codeTakenOver: {
-      const by = takenOverBy(reason);
-      return {
-        state: State.takenOver, reconnect: Reconnect.manual, by,
-        message: `This session was taken over by ${by || 'another user'}. It will not reconnect by itself.`,
-      };
-    }
-    case codeIdle:
+    case Code.TakenOver:
+      return { state: State.takenOver, reconnect: Reconnect.manual, message: takenOverMessage('') };
+    case Code.Idle:
       return { state: State.idle, reconnect: Reconnect.manual, message: 'The session was closed after inactivity.' };
-    case codeSessionLost:
-    case codeUpstreamClosed:
-    case codeSSHUnreachable:
+    case Code.SessionLost:
+    case Code.UpstreamClosed:
+    case Code.SSHUnreachable:
       return { state: State.reconnecting, reconnect: Reconnect.auto, message: text || 'The connection ended.' };
-    case codeSSHHostKeyChanged:
+    case Code.SSHHostKeyChanged:
       return { state: State.refused, reconnect: Reconnect.manual, message: text };
-    case codeSSHAuthFailed:
-    case codeBadHello:
+    case Code.SSHAuthFailed:
+    case Code.BadHello:
       return { state: State.sshForm, reconnect: Reconnect.none, message: text };
-    case httpBase + 401:
+    case Code.HTTPBase + 401:
       return { state: State.signedOut, reconnect: Reconnect.none, message: text || 'The bridge did not accept the token.' };
-    case httpBase + 409:
+    case Code.HTTPBase + 409:
       if (why === 'SessionHeld') {
-        return { state: State.held, reconnect: Reconnect.none, holder: parseHolder(message), message: text };
+        return { state: State.held, reconnect: Reconnect.none, message: text };
       }
       return { state: State.refused, reconnect: Reconnect.manual, message: text };
-    case httpBase + 502:
-    case httpBase + 503:
-    case httpBase + 504:
+    case Code.HTTPBase + 502:
+    case Code.HTTPBase + 503:
+    case Code.HTTPBase + 504:
       return { state: State.reconnecting, reconnect: Reconnect.auto, message: text };
-    case 1000:
-    case 1005:
+    case Code.Normal:
+    case noStatus:
       return { state: State.ended, reconnect: Reconnect.manual, message: text || 'The session ended.' };
     default:
-      if (code >= httpBase && code < httpBase + 600) {
-        return { state: State.refused, reconnect: Reconnect.manual, message: text || `Refused (${code - httpBase}).` };
+      if (code >= Code.HTTPBase && code < Code.HTTPBase + 600) {
+        return { state: State.refused, reconnect: Reconnect.manual, message: text || `Refused (${code - Code.HTTPBase}).` };
       }
       if (code >= 4000) {
         return { state: State.refused, reconnect: Reconnect.manual, message: text || `Closed (${code}).` };

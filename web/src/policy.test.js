@@ -1,16 +1,18 @@
 // Unit tests of the close-code policy and the fragment handling: `npm test`.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { decide, Backoff, State, Reconnect, parseHolder, splitReason } from './policy.js';
+import {
+  decide, Backoff, State, Reconnect, holderOf, splitReason, takenOverMessage,
+} from './policy.js';
 import { readFragment, fragmentFor, parseVMPath, vmURL, bearerSubprotocol } from './location.js';
 
 test('close codes decide what the page does', () => {
   const cases = {
-    'taken over: no reconnect, names the new holder': [4001, 'taken over by another user (system:serviceaccount:team-a:bob)',
-      { state: State.takenOver, reconnect: Reconnect.manual, by: 'system:serviceaccount:team-a:bob' }],
+    'taken over: no reconnect': [4001, 'taken over by another user (system:serviceaccount:team-a:bob)',
+      { state: State.takenOver, reconnect: Reconnect.manual }],
     'idle: a button, not a timer': [4002, 'no input for 6h0m0s', { state: State.idle, reconnect: Reconnect.manual }],
     'held: the take-over prompt': [4409, 'SessionHeld: held by alice since 10:11:12Z; take over to continue',
-      { state: State.held, reconnect: Reconnect.none, holder: { user: 'alice', since: '10:11:12Z', reserved: false } }],
+      { state: State.held, reconnect: Reconnect.none, message: 'held by alice since 10:11:12Z; take over to continue' }],
     'held outside the bridge: the reason, no prompt': [4409, 'HeldOutsideBridge: the VM\'s vnc is held by a client',
       { state: State.refused, reconnect: Reconnect.manual }],
     'unauthorized: sign in again': [4401, 'Unauthorized: the token was not accepted', { state: State.signedOut, reconnect: Reconnect.none }],
@@ -34,14 +36,34 @@ test('close codes decide what the page does', () => {
   }
 });
 
-test('the taken-over message names who took over', () => {
-  const d = decide(4001, 'taken over by another user (system:serviceaccount:team-a:bob)');
-  assert.match(d.message, /taken over by system:serviceaccount:team-a:bob/);
+test('the taken-over message names who took over, when the page knows', () => {
+  assert.match(takenOverMessage('system:serviceaccount:team-a:bob'), /taken over by system:serviceaccount:team-a:bob\./);
+  assert.match(takenOverMessage(''), /taken over by another user\./);
+  assert.match(decide(4001, 'taken over by another user (bob)').message, /another user/, 'the close text is not parsed');
 });
 
-test('holders are read from both SessionHeld forms', () => {
-  assert.deepEqual(parseHolder('reserved for bob by a take-over at 01:02:03Z'), { user: 'bob', since: '01:02:03Z', reserved: true });
-  assert.equal(parseHolder('something else'), null);
+test('holders come from the sessions list, not from close text', () => {
+  const since = '2030-01-02T03:04:05Z';
+  const list = {
+    namespace: 'team-a', name: 'ws1',
+    sessions: [
+      { mode: 'console', holder: { user: 'alice', since } },
+      { mode: 'vnc', holder: { user: 'bob', since, reserved: true } },
+    ],
+  };
+  const cases = {
+    held: [list, 'console', { user: 'alice', since, reserved: false }],
+    reserved: [list, 'vnc', { user: 'bob', since, reserved: true }],
+    'free mode': [list, 'ssh', null],
+    'no sessions': [{ sessions: [] }, 'console', null],
+    'not a list': [{ sessions: 'x' }, 'console', null],
+    'no body': [null, 'console', null],
+    'holder without a user': [{ sessions: [{ mode: 'console', holder: { since } }] }, 'console', null],
+    'odd since': [{ sessions: [{ mode: 'console', holder: { user: 'a', since: 7 } }] }, 'console', { user: 'a', since: '', reserved: false }],
+  };
+  for (const [name, [body, route, want]] of Object.entries(cases)) {
+    assert.deepEqual(holderOf(body, route), want, name);
+  }
   assert.deepEqual(splitReason('plain text'), { reason: '', message: 'plain text' });
 });
 

@@ -96,9 +96,9 @@ func TestPatchReproducesMutation(t *testing.T) {
 			run(t, tc.op, tc.vm, tc.oldVM, NewStaticCluster(tc.others))
 		})
 	}
-	for name, tc := range stepCases() {
-		t.Run("steps/"+name, func(t *testing.T) {
-			run(t, tc.op, tc.vm, tc.oldVM, tc.cluster())
+	for _, g := range loadStepGoldens(t) {
+		t.Run("steps/"+g.name, func(t *testing.T) {
+			run(t, g.in.Operation, g.vm, g.oldVM, g.cluster(t))
 		})
 	}
 }

@@ -88,10 +88,10 @@ type PolicyLoader struct {
 }
 
 // SetupWithManager registers the loader's controller for the ConfigMaps (in
-// every replica) and makes the first load, reading through
+// every replica) and makes the first load within ctx, reading through
 // mgr.GetAPIReader() since the cache has not started yet. It fails only when
 // the shipped policies themselves do not load.
-func (l *PolicyLoader) SetupWithManager(mgr ctrl.Manager) error {
+func (l *PolicyLoader) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if l.Reader == nil {
 		l.Reader = mgr.GetCache()
 	}
@@ -109,7 +109,7 @@ func (l *PolicyLoader) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), initialLoadTimeout)
+	ctx, cancel := context.WithTimeout(ctx, initialLoadTimeout)
 	defer cancel()
 	return l.initialLoad(logf.IntoContext(ctx, mgr.GetLogger()), mgr.GetAPIReader())
 }

@@ -1,0 +1,353 @@
+// Unit tests of the page's session logic, with a fake socket, clock and
+// page: `npm test`. The Chromium tests (test/bridge/browser_test.go) run
+// the same Client in the real page against a real bridge.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Client, settleDelay, reloadRetries, reloadRetryDelay, stableAfter } from './session.js';
+import { Backoff, State } from './policy.js';
+
+const vm = { prefix: '', namespace: 'team-a', name: 'ws1' };
+const base = '/api/v1/namespaces/team-a/virtualmachines/ws1';
+
+// FakeSocket is a WebSocket the test drives: open(), message(), drop().
+class FakeSocket extends EventTarget {
+  constructor(path, protocols) {
+    super();
+    Object.assign(this, { path, protocols, readyState: 0, sent: [], closedWith: null, binaryType: 'blob' });
+  }
+
+  send(data) { this.sent.push(data); }
+
+  close(code, reason) {
+    this.closedWith = { code, reason };
+    this.readyState = 3;
+  }
+
+  open() {
+    this.readyState = 1;
+    this.dispatchEvent(new Event('open'));
+  }
+
+  message(bytes) {
+    const e = new Event('message');
+    e.data = new Uint8Array(bytes).buffer;
+    this.dispatchEvent(e);
+  }
+
+  // drop is the bridge closing the socket with code and reason.
+  drop(code, reason = '') {
+    this.readyState = 3;
+    const e = new Event('close');
+    Object.assign(e, { code, reason });
+    this.dispatchEvent(e);
+  }
+}
+
+// FakeClock runs timers when the test advances it.
+class FakeClock {
+  t = 1_000_000;
+  timers = new Map();
+  next = 1;
+
+  now() { return this.t; }
+  setTimeout(f, ms) { const id = this.next++; this.timers.set(id, { at: this.t + ms, f }); return id; }
+  clearTimeout(id) { this.timers.delete(id); }
+  setInterval(f, ms) { const id = this.next++; this.timers.set(id, { at: this.t + ms, f, every: ms }); return id; }
+  clearInterval(id) { this.timers.delete(id); }
+
+  advance(ms) {
+    const end = this.t + ms;
+    for (;;) {
+      const due = [...this.timers].filter(([, x]) => x.at <= end).sort((a, b) => a[1].at - b[1].at)[0];
+      if (!due) break;
+      const [id, x] = due;
+      this.t = x.at;
+      if (x.every) x.at += x.every; else this.timers.delete(id);
+      x.f();
+    }
+    this.t = end;
+  }
+}
+
+// rig is a Client on fakes, with what the page would show.
+function rig({ sessions = { sessions: [] }, restart = { ok: true }, confirm = true } = {}) {
+  const r = {
+    sockets: [], requests: [], statuses: [], panel: '', notice: null, holder: null,
+    login: null, sshForm: null, reconnectLabel: '', tokenForgotten: false, fragment: '', tabs: '',
+    display: { attached: null, detached: 0, focused: 0 },
+    terminal: { written: [], resets: 0, opened: 0, size: { cols: 100, rows: 30 } },
+    clock: new FakeClock(),
+    sessions, restart,
+  };
+  const view = {
+    status: (state, text, code, signedIn) => r.statuses.push({ state, text, code, signedIn }),
+    show: (which) => { r.panel = which; },
+    reconnectButton: (label) => { r.reconnectLabel = label; },
+    notice: (n) => { r.notice = { ...n }; },
+    noticeText: (text) => { r.notice.text = text; },
+    holder: (user) => { r.holder = user; },
+    login: (message) => { r.login = message; r.panel = 'login'; },
+    sshForm: (message) => { r.sshForm = message; r.panel = 'ssh'; },
+    tabs: (mode) => { r.tabs = mode; },
+    modeChanged: (mode) => { r.fragment = `#mode=${mode}`; },
+    forgetToken: () => { r.tokenForgotten = true; },
+    confirm: () => confirm,
+  };
+  const display = {
+    attach: (ws, handlers) => { r.display.attached = { ws, ...handlers }; },
+    detach: () => { r.display.detached++; },
+    focus: () => { r.display.focused++; },
+  };
+  const terminal = {
+    open: () => { r.terminal.opened++; },
+    write: (b) => r.terminal.written.push([...b]),
+    reset: () => { r.terminal.resets++; },
+    focus: () => {},
+    get size() { return r.terminal.size; },
+  };
+  const request = async (path, { method = 'GET', token }) => {
+    r.requests.push({ path, method, token });
+    const body = path.endsWith('/sessions') ? r.sessions : r.restart;
+    return { ok: body.ok !== false, statusText: 'Conflict', json: async () => body };
+  };
+  const dial = (path, protocols) => {
+    const ws = new FakeSocket(path, protocols);
+    r.sockets.push(ws);
+    return ws;
+  };
+  r.client = new Client({ vm, view, display, terminal, request, dial, clock: r.clock, backoff: new Backoff({ jitter: 0 }) });
+  r.ws = () => r.sockets.at(-1);
+  r.status = () => r.statuses.at(-1);
+  r.states = () => r.statuses.map((s) => s.state);
+  return r;
+}
+
+// settle lets the sessions list's promise chain finish.
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+test('without a token the page asks for one, then connects with it in the subprotocol only', () => {
+  const r = rig();
+  r.client.start({ token: '', mode: 'display' });
+  assert.equal(r.status().state, State.signedOut);
+  assert.equal(r.panel, 'login');
+  assert.equal(r.sockets.length, 0);
+
+  assert.equal(r.client.signIn('  tok  '), 'tok');
+  assert.equal(r.ws().path, `${base}/vnc`);
+  assert.deepEqual(r.ws().protocols, ['binary', 'base64url.bearer.authorization.k8s.io.dG9r']);
+  assert.equal(r.status().state, State.connecting);
+  assert.equal(r.status().signedIn, true);
+  r.ws().open();
+  r.display.attached.onConnect();
+  assert.equal(r.status().state, State.connected);
+  assert.match(r.status().text, /display of team-a\/ws1/);
+});
+
+test('a refused terminal session is never shown as connected and gets no credentials', () => {
+  const r = rig();
+  r.client.start({ token: 't', mode: 'ssh' });
+  assert.equal(r.panel, 'ssh', 'SSH asks for the guest credentials first');
+  r.client.submitSSH({ user: 'dev', password: 'pw' });
+  const ws = r.ws();
+  assert.equal(ws.path, `${base}/ssh`);
+  ws.open();
+  r.clock.advance(settleDelay / 2);
+  ws.drop(4403, 'Forbidden: alice may not');
+  r.clock.advance(settleDelay);
+  assert.ok(!r.states().includes(State.connected), `states ${r.states()}`);
+  assert.deepEqual(ws.sent, []);
+  assert.equal(r.status().state, State.refused);
+  assert.equal(r.notice.text, 'alice may not');
+});
+
+test('SSH: the hello carries the credentials and the terminal size; a refusal forgets them', () => {
+  const r = rig();
+  r.client.start({ token: 't', mode: 'ssh' });
+  r.client.submitSSH({ user: 'dev', privateKey: 'KEY' });
+  r.ws().open();
+  r.clock.advance(settleDelay);
+  assert.equal(r.status().state, State.connected);
+  assert.deepEqual(JSON.parse(r.ws().sent[0]), { type: 'ssh', user: 'dev', privateKey: 'KEY', cols: 100, rows: 30 });
+  r.client.input(new Uint8Array([108, 115]));
+  r.client.resize(120, 40);
+  assert.deepEqual([...r.ws().sent[1]], [108, 115]);
+  assert.deepEqual(JSON.parse(r.ws().sent[2]), { type: 'resize', cols: 120, rows: 40 });
+  r.ws().message([104, 105]);
+  assert.deepEqual(r.terminal.written, [[104, 105]]);
+
+  r.ws().drop(4011, 'the guest refused the key');
+  assert.equal(r.panel, 'ssh');
+  assert.equal(r.sshForm, 'the guest refused the key');
+  const dials = r.sockets.length;
+  r.client.reconnect();
+  assert.equal(r.sockets.length, dials, 'no dial without credentials');
+  assert.equal(r.panel, 'ssh');
+});
+
+test('held: the take-over prompt names the holder from the sessions list', async () => {
+  const since = '2030-01-02T03:04:05Z';
+  const r = rig({ sessions: { sessions: [{ mode: 'console', holder: { user: 'alice', since } }] } });
+  r.client.start({ token: 'bob-token', mode: 'serial' });
+  r.ws().open();
+  r.ws().drop(4409, 'SessionHeld: held by alice since 03:04:05Z; take over to continue');
+  assert.equal(r.status().state, State.held);
+  assert.equal(r.panel, 'prompt');
+  assert.equal(r.notice.takeover, true);
+  assert.match(r.notice.text, /in use: held by alice/, 'the close text until the list answers');
+  await settle();
+  assert.deepEqual(r.requests.at(-1), { path: `${base}/sessions`, method: 'GET', token: 'bob-token' });
+  assert.equal(r.holder, 'alice');
+  assert.equal(r.status().text, 'In use by alice');
+  assert.match(r.notice.text, /in use by alice since .*Take it over\?/);
+
+  r.clock.advance(60_000);
+  assert.equal(r.sockets.length, 1, 'a held session does not retry by itself');
+  r.client.takeOver();
+  assert.equal(r.ws().path, `${base}/console?takeover=true`);
+});
+
+test('held: a sessions list that answers after the user moved on changes nothing', async () => {
+  const r = rig({ sessions: { sessions: [{ mode: 'console', holder: { user: 'alice', since: '' } }] } });
+  r.client.start({ token: 't', mode: 'serial' });
+  r.ws().drop(4409, 'SessionHeld: held by alice since 03:04:05Z; take over to continue');
+  r.client.switchMode('display');
+  await settle();
+  assert.equal(r.holder, '');
+  assert.equal(r.status().state, State.connecting);
+});
+
+test('held by a reservation: the prompt says for whom', async () => {
+  const r = rig({ sessions: { sessions: [{ mode: 'vnc', holder: { user: 'bob', since: '2030-01-02T03:04:05Z', reserved: true } }] } });
+  r.client.start({ token: 't', mode: 'display' });
+  r.ws().drop(4409, 'SessionHeld: reserved for bob by a take-over at 03:04:05Z');
+  await settle();
+  assert.match(r.notice.text, /reserved for bob, who took it over/);
+});
+
+test('taken over: named from the sessions list, and no reconnect by itself', async () => {
+  const r = rig({ sessions: { sessions: [{ mode: 'console', holder: { user: 'bob', since: '', reserved: true } }] } });
+  r.client.start({ token: 't', mode: 'serial' });
+  r.ws().open();
+  r.clock.advance(settleDelay);
+  r.ws().drop(4001, 'taken over by another user (bob)');
+  assert.equal(r.status().state, State.takenOver);
+  assert.equal(r.status().code, 4001);
+  await settle();
+  assert.match(r.status().text, /taken over by bob\./);
+  assert.match(r.notice.text, /taken over by bob\./);
+  assert.equal(r.reconnectLabel, 'Reconnect');
+  r.clock.advance(120_000);
+  assert.equal(r.sockets.length, 1);
+});
+
+test('a dropped session reconnects with a doubling backoff that resets once a session lasts', () => {
+  const r = rig();
+  r.client.start({ token: 't', mode: 'serial' });
+  const delays = [];
+  for (let i = 0; i < 3; i++) {
+    const before = r.sockets.length;
+    r.ws().open();
+    r.ws().drop(1006);
+    assert.equal(r.status().state, State.reconnecting);
+    const t0 = r.clock.now();
+    while (r.sockets.length === before) r.clock.advance(250);
+    delays.push(r.clock.now() - t0);
+  }
+  assert.deepEqual(delays, [1000, 2000, 4000]);
+  r.ws().open();
+  r.clock.advance(stableAfter);
+  r.ws().drop(1001, 'shutting down');
+  assert.match(r.status().text, /Reconnecting in 1 s/);
+});
+
+test('after a reload the page retries a held session quietly before it prompts', () => {
+  const r = rig();
+  r.client.start({ token: 't', mode: 'serial', reloaded: true });
+  for (let i = 0; i < reloadRetries; i++) {
+    r.ws().drop(4409, 'SessionHeld: held by me since 03:04:05Z; take over to continue');
+    assert.equal(r.status().state, State.connecting, `retry ${i}`);
+    r.clock.advance(reloadRetryDelay);
+  }
+  assert.equal(r.sockets.length, reloadRetries + 1);
+  r.ws().drop(4409, 'SessionHeld: held by me since 03:04:05Z; take over to continue');
+  assert.equal(r.status().state, State.held);
+});
+
+test('a refused token signs the page out', () => {
+  const r = rig();
+  r.client.start({ token: 't', mode: 'display' });
+  r.ws().drop(4401, 'Unauthorized: the token was not accepted');
+  assert.equal(r.status().state, State.signedOut);
+  assert.equal(r.status().signedIn, false);
+  assert.equal(r.tokenForgotten, true);
+  assert.match(r.login, /did not accept the token/);
+});
+
+test('switching modes closes the open session and opens the new one', () => {
+  const r = rig();
+  r.client.start({ token: 't', mode: 'display' });
+  const old = r.ws();
+  old.open();
+  r.client.switchMode('serial');
+  assert.deepEqual(old.closedWith, { code: 1000, reason: 'closed by the user' });
+  assert.equal(r.display.detached, 1);
+  assert.equal(r.ws().path, `${base}/console`);
+  assert.equal(r.fragment, '#mode=serial');
+  assert.equal(r.tabs, 'serial');
+  old.drop(1000);
+  assert.equal(r.status().state, State.connecting, 'the old socket\'s close is ignored');
+  r.client.switchMode('nonsense');
+  assert.equal(r.client.mode, 'serial');
+});
+
+test('leaving SSH forgets the guest credentials', () => {
+  const r = rig();
+  r.client.start({ token: 't', mode: 'ssh' });
+  r.client.submitSSH({ user: 'dev', password: 'pw' });
+  r.client.switchMode('serial');
+  assert.equal(r.terminal.resets, 1, 'the terminal starts clean');
+  r.client.switchMode('ssh');
+  assert.equal(r.panel, 'ssh');
+});
+
+test('leaving the page keeps the mode for a quiet retry only when connected', () => {
+  const r = rig();
+  r.client.start({ token: 't', mode: 'serial' });
+  assert.equal(r.client.leave(), null);
+  r.client.connect();
+  r.ws().open();
+  r.clock.advance(settleDelay);
+  assert.deepEqual(r.client.leave(), { mode: 'serial', at: r.clock.now() });
+  assert.equal(r.ws().closedWith.code, 1000);
+});
+
+test('input and resize go nowhere without an open terminal session', () => {
+  const r = rig();
+  r.client.start({ token: 't', mode: 'display' });
+  r.ws().open();
+  r.client.input(new Uint8Array([1]));
+  r.client.resize(1, 1);
+  assert.deepEqual(r.ws().sent, []);
+});
+
+test('restart asks first, then reports what the bridge said', async () => {
+  const cases = {
+    accepted: [{ ok: true }, true, /Restart requested for team-a\/ws1/],
+    refused: [{ ok: false, message: 'alice may not restart' }, true, /Restart refused: alice may not restart/],
+    declined: [{ ok: true }, false, null],
+  };
+  for (const [name, [restart, confirm, want]] of Object.entries(cases)) {
+    const r = rig({ restart, confirm });
+    r.client.start({ token: 't', mode: 'display' });
+    const n = r.statuses.length;
+    await r.client.restart();
+    if (!want) {
+      assert.equal(r.requests.length, 0, name);
+      assert.equal(r.statuses.length, n, name);
+      continue;
+    }
+    assert.deepEqual(r.requests.at(-1), { path: `${base}/restart`, method: 'POST', token: 't' }, name);
+    assert.match(r.status().text, want, name);
+    assert.equal(r.status().state, State.connecting, `${name}: the session's state stays`);
+  }
+});
