@@ -162,7 +162,7 @@ func ClaimantFacts(ctx context.Context, r client.Reader, holder string, key type
 // dataVolumeOwner returns the name of the DataVolume controlling a PVC, or "".
 func dataVolumeOwner(obj metav1.Object) string {
 	ref := metav1.GetControllerOfNoCopy(obj)
-	if ref == nil || ref.Kind != mutate.KindDataVolume || !strings.HasPrefix(ref.APIVersion, cdiv1beta1.SchemeGroupVersion.Group+"/") {
+	if ref == nil || ref.Kind != api.KindDataVolume || !strings.HasPrefix(ref.APIVersion, cdiv1beta1.SchemeGroupVersion.Group+"/") {
 		return ""
 	}
 	return ref.Name

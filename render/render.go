@@ -259,9 +259,9 @@ func addState(c *mutate.StaticCluster, obj Object, ns string) error {
 	}
 	switch u.GroupVersionKind().GroupKind() {
 	case schema.GroupKind{Group: "cdi.kubevirt.io", Kind: "DataVolume"}:
-		c.AddDataDisk(mutate.KindDataVolume, u.GetNamespace(), u.GetName(), u.GetLabels())
+		c.AddDataDisk(api.KindDataVolume, u.GetNamespace(), u.GetName(), u.GetLabels())
 	case schema.GroupKind{Kind: "PersistentVolumeClaim"}:
-		c.AddDataDisk(mutate.KindPVC, u.GetNamespace(), u.GetName(), u.GetLabels())
+		c.AddDataDisk(api.KindPVC, u.GetNamespace(), u.GetName(), u.GetLabels())
 	case schema.GroupKind{Group: "kubevirt.io", Kind: "VirtualMachineInstance"}:
 		c.AddVMI(u.GetNamespace(), u.GetName())
 	case schema.GroupKind{Kind: "Secret"}:

@@ -74,7 +74,7 @@ func (c CacheCluster) DataDisk(ctx context.Context, namespace, name string) (str
 		var dv cdiv1beta1.DataVolume
 		switch err := c.Reader.Get(ctx, key, &dv); {
 		case err == nil && dv.Labels[api.LabelDataDisk] == api.LabelTrue:
-			return KindDataVolume, true, nil
+			return api.KindDataVolume, true, nil
 		case err != nil && !apierrors.IsNotFound(err):
 			return "", false, err
 		}
@@ -82,7 +82,7 @@ func (c CacheCluster) DataDisk(ctx context.Context, namespace, name string) (str
 	var pvc corev1.PersistentVolumeClaim
 	switch err := c.Reader.Get(ctx, key, &pvc); {
 	case err == nil && pvc.Labels[api.LabelDataDisk] == api.LabelTrue:
-		return KindPVC, true, nil
+		return api.KindPVC, true, nil
 	case err != nil && !apierrors.IsNotFound(err):
 		return "", false, err
 	}

@@ -8,12 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Kinds of data disk.
-const (
-	KindDataVolume = "DataVolume"
-	KindPVC        = "PersistentVolumeClaim"
-)
-
 // Cluster is the cluster state a mutation reads. Implementations answer from
 // informer caches or in-memory objects; only Secret may read through to the
 // API server, and only for a VM whose user-data sits in a Secret.

@@ -64,7 +64,7 @@ func (c *StaticCluster) AddDataDisk(kind, namespace, name string, labels map[str
 		return
 	}
 	key := types.NamespacedName{Namespace: namespace, Name: name}
-	if c.disks[key] == KindDataVolume {
+	if c.disks[key] == api.KindDataVolume {
 		return
 	}
 	c.disks[key] = kind

@@ -110,7 +110,7 @@ func stepAnn(kv ...string) map[string]string {
 }
 
 // withRecord adds the virtstation.io/injected record rec to a.
-func withRecord(a map[string]string, rec Injected) map[string]string {
+func withRecord(a map[string]string, rec api.Injected) map[string]string {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		panic(err)
@@ -282,7 +282,7 @@ func (tc stepCase) cluster() *StaticCluster {
 
 func stepCases() map[string]stepCase {
 	base := specParts{}.String()
-	addHome := func(c *StaticCluster) { c.AddDataDisk(KindDataVolume, testNamespace, "home", stepLabelDataDisk) }
+	addHome := func(c *StaticCluster) { c.AddDataDisk(api.KindDataVolume, testNamespace, "home", stepLabelDataDisk) }
 	addKeys := func(c *StaticCluster) { c.AddSecret(testKeySecret()) }
 	all := func(fs ...func(*StaticCluster)) func(*StaticCluster) {
 		return func(c *StaticCluster) {
@@ -294,10 +294,10 @@ func stepCases() map[string]stepCase {
 
 	// A DataVolume mounted at /home: the part is too large to inline.
 	homePart := renderPart(cloudinit.Part{Mounts: []cloudinit.Mount{{Serial: "home", Path: "/home"}}})
-	homeDisk := InjectedDisk{Name: "home", Kind: KindDataVolume, Disk: "vs-home", Serial: "home", Type: "disk", Bus: "virtio", MountPath: "/home"}
-	homeRecord := Injected{
-		DataDisks: []InjectedDisk{homeDisk},
-		CloudInit: &InjectedCloudInit{Volume: cloudInitVolume, AddedVolume: true, Secret: vmUserDataSecret},
+	homeDisk := api.InjectedDisk{Name: "home", Kind: api.KindDataVolume, Disk: "vs-home", Serial: "home", Type: "disk", Bus: "virtio", MountPath: "/home"}
+	homeRecord := api.Injected{
+		DataDisks: []api.InjectedDisk{homeDisk},
+		CloudInit: &api.InjectedCloudInit{Volume: cloudInitVolume, AddedVolume: true, Secret: vmUserDataSecret},
 	}
 	homeIn := vmJSON(stepAnn(api.AnnotationDataDisks, "home:/home"), base)
 	homeSpec := specParts{
@@ -311,7 +311,7 @@ func stepCases() map[string]stepCase {
 	// SSH keys through cloud-init: a part small enough to inline.
 	sshCloudInit := []string{api.AnnotationSSHUser, "alice", api.AnnotationSSHPropagation, api.PropagationCloudInit}
 	keysPart := renderPart(cloudinit.Part{Owner: "alice", AuthorizedKeys: stepKeys})
-	keysRecord := &InjectedSSHKeys{User: "alice", Propagation: api.PropagationCloudInit, Keys: 2}
+	keysRecord := &api.InjectedSSHKeys{User: "alice", Propagation: api.PropagationCloudInit, Keys: 2}
 
 	// The user's own inline user-data, merged with the keys.
 	userInlineSpec := specParts{
@@ -319,7 +319,7 @@ func stepCases() map[string]stepCase {
 		volumes: jsonList(noCloud("cloudinitdisk", jsonObj("userData", string(userCloudConfig)))),
 	}.String()
 	userInlineMerged := cloudinit.Merge(userCloudConfig, keysPart)
-	userInlineRecord := Injected{SSHKeys: keysRecord, CloudInit: &InjectedCloudInit{Volume: "cloudinitdisk"}}
+	userInlineRecord := api.Injected{SSHKeys: keysRecord, CloudInit: &api.InjectedCloudInit{Volume: "cloudinitdisk"}}
 	userInlineOut := vmJSON(withRecord(stepAnn(sshCloudInit...), userInlineRecord), specParts{
 		disks:   jsonList(virtioDisk("cloudinitdisk", "")),
 		volumes: jsonList(noCloud("cloudinitdisk", jsonObj("userData", string(userInlineMerged)))),
@@ -327,11 +327,11 @@ func stepCases() map[string]stepCase {
 
 	// The user's inline user-data and a mount: merged into a Secret.
 	homeAndUserMerged := cloudinit.Merge(userCloudConfig, homePart)
-	homeAndUserRecord := Injected{DataDisks: []InjectedDisk{homeDisk}, CloudInit: &InjectedCloudInit{Volume: "cloudinitdisk", Secret: vmUserDataSecret}}
+	homeAndUserRecord := api.Injected{DataDisks: []api.InjectedDisk{homeDisk}, CloudInit: &api.InjectedCloudInit{Volume: "cloudinitdisk", Secret: vmUserDataSecret}}
 	srvDisk := homeDisk
 	srvDisk.MountPath = "/srv/home"
 	homeAndSrvRecord := homeAndUserRecord
-	homeAndSrvRecord.DataDisks = []InjectedDisk{srvDisk}
+	homeAndSrvRecord.DataDisks = []api.InjectedDisk{srvDisk}
 	homeAndUserSpec := specParts{
 		disks:   jsonList(virtioDisk("cloudinitdisk", ""), virtioDisk("vs-home", "home")),
 		volumes: jsonList(noCloud("cloudinitdisk", jsonObj("secretRef", jsonObj("name", vmUserDataSecret))), jsonObj("name", "vs-home", "dataVolume", jsonObj("name", "home"))),
@@ -342,18 +342,20 @@ func stepCases() map[string]stepCase {
 		disks:   jsonList(virtioDisk("cloudinitdisk", "")),
 		volumes: jsonList(noCloud("cloudinitdisk", jsonObj("secretRef", jsonObj("name", userSecretName)))),
 	}.String()
-	userSecretRecord := Injected{SSHKeys: keysRecord, CloudInit: &InjectedCloudInit{Volume: "cloudinitdisk", Secret: vmUserDataSecret, UserSecret: userSecretName}}
+	userSecretRecord := api.Injected{SSHKeys: keysRecord, CloudInit: &api.InjectedCloudInit{Volume: "cloudinitdisk", Secret: vmUserDataSecret, UserSecret: userSecretName}}
 	userSecretOutSpec := specParts{
 		disks:   jsonList(virtioDisk("cloudinitdisk", "")),
 		volumes: jsonList(noCloud("cloudinitdisk", jsonObj("secretRef", jsonObj("name", vmUserDataSecret)))),
 	}.String()
 
 	// SSH keys through the guest agent.
-	agentRecord := Injected{SSHKeys: &InjectedSSHKeys{User: "alice", Propagation: api.PropagationQemuGuestAgent, Secret: vmSSHKeysSecret}}
+	agentRecord := api.Injected{SSHKeys: &api.InjectedSSHKeys{User: "alice", Propagation: api.PropagationQemuGuestAgent, Secret: vmSSHKeysSecret}}
 	agentSpec := specParts{spec: jsonObj("accessCredentials", jsonList(keyCredential(vmSSHKeysSecret, "alice")))}.String()
 	opsCredential := func() map[string]any { return keyCredential("ops-keys", "root") }
 
-	gpuRecord := func(added ...InjectedGPU) Injected { return Injected{GPUs: &InjectedGPUs{Added: added}} }
+	gpuRecord := func(added ...api.InjectedGPU) api.Injected {
+		return api.Injected{GPUs: &api.InjectedGPUs{Added: added}}
+	}
 	tablet := func() []any { return jsonList(jsonObj("name", "tablet", "type", "tablet", "bus", "usb")) }
 
 	return map[string]stepCase{
@@ -367,10 +369,10 @@ func stepCases() map[string]stepCase {
 		"data disk: PVC attached without a mount": {
 			vm: vmJSON(stepAnn(api.AnnotationDataDisks, "scratch"), base),
 			objects: func(c *StaticCluster) {
-				c.AddDataDisk(KindPVC, testNamespace, "scratch", stepLabelDataDisk)
+				c.AddDataDisk(api.KindPVC, testNamespace, "scratch", stepLabelDataDisk)
 			},
-			want: vmJSON(withRecord(stepAnn(api.AnnotationDataDisks, "scratch"), Injected{DataDisks: []InjectedDisk{
-				{Name: "scratch", Kind: KindPVC, Disk: "vs-scratch", Serial: "scratch", Type: "disk", Bus: "virtio"},
+			want: vmJSON(withRecord(stepAnn(api.AnnotationDataDisks, "scratch"), api.Injected{DataDisks: []api.InjectedDisk{
+				{Name: "scratch", Kind: api.KindPVC, Disk: "vs-scratch", Serial: "scratch", Type: "disk", Bus: "virtio"},
 			}}), specParts{
 				disks:   jsonList(virtioDisk("vs-scratch", "scratch")),
 				volumes: jsonList(jsonObj("name", "vs-scratch", "persistentVolumeClaim", jsonObj("claimName", "scratch"))),
@@ -379,11 +381,11 @@ func stepCases() map[string]stepCase {
 		"data disk: cdrom attached read-only on sata and not mounted": {
 			vm: vmJSON(stepAnn(api.AnnotationDataDisks, `[{"name":"home","mountPath":"/home"},{"name":"install-iso","type":"cdrom"}]`), base),
 			objects: all(addHome, func(c *StaticCluster) {
-				c.AddDataDisk(KindPVC, testNamespace, "install-iso", stepLabelDataDisk)
+				c.AddDataDisk(api.KindPVC, testNamespace, "install-iso", stepLabelDataDisk)
 			}),
-			want: vmJSON(withRecord(stepAnn(api.AnnotationDataDisks, `[{"name":"home","mountPath":"/home"},{"name":"install-iso","type":"cdrom"}]`), Injected{
-				DataDisks: []InjectedDisk{homeDisk, {Name: "install-iso", Kind: KindPVC, Disk: "vs-install-iso", Serial: "install-iso", Type: "cdrom", Bus: "sata", ReadOnly: true}},
-				CloudInit: &InjectedCloudInit{Volume: cloudInitVolume, AddedVolume: true, Secret: vmUserDataSecret},
+			want: vmJSON(withRecord(stepAnn(api.AnnotationDataDisks, `[{"name":"home","mountPath":"/home"},{"name":"install-iso","type":"cdrom"}]`), api.Injected{
+				DataDisks: []api.InjectedDisk{homeDisk, {Name: "install-iso", Kind: api.KindPVC, Disk: "vs-install-iso", Serial: "install-iso", Type: "cdrom", Bus: "sata", ReadOnly: true}},
+				CloudInit: &api.InjectedCloudInit{Volume: cloudInitVolume, AddedVolume: true, Secret: vmUserDataSecret},
 			}), specParts{
 				disks: jsonList(virtioDisk("vs-home", "home"), jsonObj("name", "vs-install-iso", "cdrom", jsonObj("bus", "sata", "readonly", true)), cloudInitDisk()),
 				volumes: jsonList(
@@ -398,10 +400,10 @@ func stepCases() map[string]stepCase {
 		"data disk: read-only disk with a mount path is attached, not mounted": {
 			vm: vmJSON(stepAnn(api.AnnotationDataDisks, `[{"name":"reference","mountPath":"/ref","readOnly":true}]`), base),
 			objects: func(c *StaticCluster) {
-				c.AddDataDisk(KindPVC, testNamespace, "reference", stepLabelDataDisk)
+				c.AddDataDisk(api.KindPVC, testNamespace, "reference", stepLabelDataDisk)
 			},
-			want: vmJSON(withRecord(stepAnn(api.AnnotationDataDisks, `[{"name":"reference","mountPath":"/ref","readOnly":true}]`), Injected{DataDisks: []InjectedDisk{
-				{Name: "reference", Kind: KindPVC, Disk: "vs-reference", Serial: "reference", Type: "disk", Bus: "virtio", ReadOnly: true, MountPath: "/ref"},
+			want: vmJSON(withRecord(stepAnn(api.AnnotationDataDisks, `[{"name":"reference","mountPath":"/ref","readOnly":true}]`), api.Injected{DataDisks: []api.InjectedDisk{
+				{Name: "reference", Kind: api.KindPVC, Disk: "vs-reference", Serial: "reference", Type: "disk", Bus: "virtio", ReadOnly: true, MountPath: "/ref"},
 			}}), specParts{
 				disks:   jsonList(jsonObj("name", "vs-reference", "disk", jsonObj("bus", "virtio", "readonly", true), "serial", "reference")),
 				volumes: jsonList(jsonObj("name", "vs-reference", "persistentVolumeClaim", jsonObj("claimName", "reference", "readOnly", true))),
@@ -411,8 +413,8 @@ func stepCases() map[string]stepCase {
 		"data disk: long names get distinct 20-character serials": {
 			vm: vmJSON(stepAnn(api.AnnotationDataDisks, "home-directory-of-alice-2024:/home,home-directory-of-alice-2025:/backup"), base),
 			objects: func(c *StaticCluster) {
-				c.AddDataDisk(KindDataVolume, testNamespace, "home-directory-of-alice-2024", stepLabelDataDisk)
-				c.AddDataDisk(KindPVC, testNamespace, "home-directory-of-alice-2025", stepLabelDataDisk)
+				c.AddDataDisk(api.KindDataVolume, testNamespace, "home-directory-of-alice-2024", stepLabelDataDisk)
+				c.AddDataDisk(api.KindPVC, testNamespace, "home-directory-of-alice-2025", stepLabelDataDisk)
 			},
 			check: func(t *testing.T, res Result) {
 				serials := map[string]string{} // volume source name → serial
@@ -458,8 +460,8 @@ func stepCases() map[string]stepCase {
 		"data disk: missing or unlabelled": {
 			vm: vmJSON(stepAnn(api.AnnotationDataDisks, "home:/home,nowhere:/x,unlabelled:/y"), base),
 			objects: all(addHome, func(c *StaticCluster) {
-				c.AddDataDisk(KindPVC, testNamespace, "unlabelled", map[string]string{"team": "a"})
-				c.AddDataDisk(KindDataVolume, "elsewhere", "nowhere", stepLabelDataDisk)
+				c.AddDataDisk(api.KindPVC, testNamespace, "unlabelled", map[string]string{"team": "a"})
+				c.AddDataDisk(api.KindDataVolume, "elsewhere", "nowhere", stepLabelDataDisk)
 			}),
 			wantDenied: field.ErrorList{
 				field.NotFound(pathDataDisksAnn.Index(1).Child("name"), "nowhere"),
@@ -470,8 +472,8 @@ func stepCases() map[string]stepCase {
 		"data disk: two names that map to one disk name": {
 			vm: vmJSON(stepAnn(api.AnnotationDataDisks, "a.b:/x,a-b:/y"), base),
 			objects: func(c *StaticCluster) {
-				c.AddDataDisk(KindPVC, testNamespace, "a.b", stepLabelDataDisk)
-				c.AddDataDisk(KindPVC, testNamespace, "a-b", stepLabelDataDisk)
+				c.AddDataDisk(api.KindPVC, testNamespace, "a.b", stepLabelDataDisk)
+				c.AddDataDisk(api.KindPVC, testNamespace, "a-b", stepLabelDataDisk)
 			},
 			wantDenied: field.ErrorList{field.Invalid(pathDataDisksAnn.Index(1).Child("name"), "a-b", "")},
 			wantDetail: "rule: data-disks",
@@ -554,9 +556,9 @@ func stepCases() map[string]stepCase {
 		"cloud-init: keys inline in a cloud-init volume the webhook adds": {
 			vm:      vmJSON(stepAnn(sshCloudInit...), base),
 			objects: addKeys,
-			want: vmJSON(withRecord(stepAnn(sshCloudInit...), Injected{
+			want: vmJSON(withRecord(stepAnn(sshCloudInit...), api.Injected{
 				SSHKeys:   keysRecord,
-				CloudInit: &InjectedCloudInit{Volume: cloudInitVolume, AddedVolume: true},
+				CloudInit: &api.InjectedCloudInit{Volume: cloudInitVolume, AddedVolume: true},
 			}), specParts{
 				disks:   jsonList(cloudInitDisk()),
 				volumes: jsonList(noCloud(cloudInitVolume, jsonObj("userData", string(keysPart)))),
@@ -640,14 +642,14 @@ func stepCases() map[string]stepCase {
 		// GPUs.
 		"gpus: the annotation adds gpu0 and gpu1": {
 			vm:   vmJSON(stepAnn(api.AnnotationGPUs, h200+"=2"), base),
-			want: vmJSON(withRecord(stepAnn(api.AnnotationGPUs, h200+"=2"), gpuRecord(InjectedGPU{"gpu0", h200}, InjectedGPU{"gpu1", h200})), specParts{devices: jsonObj("gpus", jsonList(gpuEntry("gpu0", h200), gpuEntry("gpu1", h200)))}.String()),
+			want: vmJSON(withRecord(stepAnn(api.AnnotationGPUs, h200+"=2"), gpuRecord(api.InjectedGPU{Name: "gpu0", DeviceName: h200}, api.InjectedGPU{Name: "gpu1", DeviceName: h200})), specParts{devices: jsonObj("gpus", jsonList(gpuEntry("gpu0", h200), gpuEntry("gpu1", h200)))}.String()),
 		},
 		"gpus: names skip those of existing gpus and host devices": {
 			vm: vmJSON(stepAnn(api.AnnotationGPUs, h200+"=1"), specParts{devices: jsonObj(
 				"gpus", jsonList(gpuEntry("gpu0", t4)),
 				"hostDevices", jsonList(jsonObj("name", "gpu1", "deviceName", "intel.com/qat")),
 			)}.String()),
-			want: vmJSON(withRecord(stepAnn(api.AnnotationGPUs, h200+"=1"), gpuRecord(InjectedGPU{"gpu2", h200})), specParts{devices: jsonObj(
+			want: vmJSON(withRecord(stepAnn(api.AnnotationGPUs, h200+"=1"), gpuRecord(api.InjectedGPU{Name: "gpu2", DeviceName: h200})), specParts{devices: jsonObj(
 				"gpus", jsonList(gpuEntry("gpu0", t4), gpuEntry("gpu2", h200)),
 				"hostDevices", jsonList(jsonObj("name", "gpu1", "deviceName", "intel.com/qat")),
 			)}.String()),
@@ -657,21 +659,21 @@ func stepCases() map[string]stepCase {
 				"requests", jsonObj("memory", "8Gi", "nvidia.com/gpu", "1"),
 				"limits", jsonObj("nvidia.com/gpu", "2"),
 			))}.String()),
-			want: vmJSON(withRecord(stepAnn(), Injected{GPUs: &InjectedGPUs{MovedResources: []string{"nvidia.com/gpu"}}}), specParts{
+			want: vmJSON(withRecord(stepAnn(), api.Injected{GPUs: &api.InjectedGPUs{MovedResources: []string{"nvidia.com/gpu"}}}), specParts{
 				domain:  jsonObj("resources", jsonObj("requests", jsonObj("memory", "8Gi"))),
 				devices: jsonObj("gpus", jsonList(gpuEntry("gpu0", "nvidia.com/gpu"), gpuEntry("gpu1", "nvidia.com/gpu"))),
 			}.String()),
 		},
 		"gpus: lowering the count removes the webhook's newest entry": {
-			vm:   vmJSON(withRecord(stepAnn(api.AnnotationGPUs, h200+"=1"), gpuRecord(InjectedGPU{"gpu0", h200}, InjectedGPU{"gpu1", h200})), specParts{devices: jsonObj("gpus", jsonList(gpuEntry("gpu0", h200), gpuEntry("gpu1", h200)))}.String()),
-			want: vmJSON(withRecord(stepAnn(api.AnnotationGPUs, h200+"=1"), gpuRecord(InjectedGPU{"gpu0", h200})), specParts{devices: jsonObj("gpus", jsonList(gpuEntry("gpu0", h200)))}.String()),
+			vm:   vmJSON(withRecord(stepAnn(api.AnnotationGPUs, h200+"=1"), gpuRecord(api.InjectedGPU{Name: "gpu0", DeviceName: h200}, api.InjectedGPU{Name: "gpu1", DeviceName: h200})), specParts{devices: jsonObj("gpus", jsonList(gpuEntry("gpu0", h200), gpuEntry("gpu1", h200)))}.String()),
+			want: vmJSON(withRecord(stepAnn(api.AnnotationGPUs, h200+"=1"), gpuRecord(api.InjectedGPU{Name: "gpu0", DeviceName: h200})), specParts{devices: jsonObj("gpus", jsonList(gpuEntry("gpu0", h200)))}.String()),
 		},
 		"gpus: lowering the count never removes the user's entries": {
-			vm:   vmJSON(withRecord(stepAnn(api.AnnotationGPUs, h200+"=1"), gpuRecord(InjectedGPU{"gpu0", h200})), specParts{devices: jsonObj("gpus", jsonList(gpuEntry("gpu0", h200), gpuEntry("mine", h200)))}.String()),
+			vm:   vmJSON(withRecord(stepAnn(api.AnnotationGPUs, h200+"=1"), gpuRecord(api.InjectedGPU{Name: "gpu0", DeviceName: h200})), specParts{devices: jsonObj("gpus", jsonList(gpuEntry("gpu0", h200), gpuEntry("mine", h200)))}.String()),
 			want: vmJSON(stepAnn(api.AnnotationGPUs, h200+"=1"), specParts{devices: jsonObj("gpus", jsonList(gpuEntry("mine", h200)))}.String()),
 		},
 		"gpus: removing the annotation removes the webhook's entries only": {
-			vm:   vmJSON(withRecord(stepAnn(), gpuRecord(InjectedGPU{"gpu0", h200})), specParts{devices: jsonObj("gpus", jsonList(gpuEntry("gpu0", h200), gpuEntry("mine", h200)))}.String()),
+			vm:   vmJSON(withRecord(stepAnn(), gpuRecord(api.InjectedGPU{Name: "gpu0", DeviceName: h200})), specParts{devices: jsonObj("gpus", jsonList(gpuEntry("gpu0", h200), gpuEntry("mine", h200)))}.String()),
 			want: vmJSON(stepAnn(), specParts{devices: jsonObj("gpus", jsonList(gpuEntry("mine", h200)))}.String()),
 		},
 		"gpus: invalid annotation": {
@@ -718,13 +720,13 @@ func stepCases() map[string]stepCase {
 		},
 		"ssh: cloudInit without keys warns": {
 			vm:           vmJSON(stepAnn(sshCloudInit...), base),
-			want:         vmJSON(withRecord(stepAnn(sshCloudInit...), Injected{SSHKeys: &InjectedSSHKeys{User: "alice", Propagation: api.PropagationCloudInit}}), base),
+			want:         vmJSON(withRecord(stepAnn(sshCloudInit...), api.Injected{SSHKeys: &api.InjectedSSHKeys{User: "alice", Propagation: api.PropagationCloudInit}}), base),
 			wantWarnings: []string{"no valid SSH keys"},
 		},
 		"ssh: switching to cloudInit drops the webhook's accessCredentials": {
 			vm:      vmJSON(withRecord(stepAnn(sshCloudInit...), agentRecord), specParts{spec: jsonObj("accessCredentials", jsonList(opsCredential(), keyCredential(vmSSHKeysSecret, "alice")))}.String()),
 			objects: addKeys,
-			want: vmJSON(withRecord(stepAnn(sshCloudInit...), Injected{SSHKeys: keysRecord, CloudInit: &InjectedCloudInit{Volume: cloudInitVolume, AddedVolume: true}}), specParts{
+			want: vmJSON(withRecord(stepAnn(sshCloudInit...), api.Injected{SSHKeys: keysRecord, CloudInit: &api.InjectedCloudInit{Volume: cloudInitVolume, AddedVolume: true}}), specParts{
 				disks:   jsonList(cloudInitDisk()),
 				volumes: jsonList(noCloud(cloudInitVolume, jsonObj("userData", string(keysPart)))),
 				spec:    jsonObj("accessCredentials", jsonList(opsCredential())),
@@ -757,7 +759,7 @@ func stepCases() map[string]stepCase {
 		// Video.
 		"video: type set and a tablet added": {
 			vm: vmJSON(stepAnn(api.AnnotationVideo, "vga"), base),
-			want: vmJSON(withRecord(stepAnn(api.AnnotationVideo, "vga"), Injected{Video: &InjectedVideo{Type: "vga", AddedTablet: true}}), specParts{devices: jsonObj(
+			want: vmJSON(withRecord(stepAnn(api.AnnotationVideo, "vga"), api.Injected{Video: &api.InjectedVideo{Type: "vga", AddedTablet: true}}), specParts{devices: jsonObj(
 				"video", jsonObj("type", "vga"),
 				"inputs", tablet(),
 			)}.String()),
@@ -767,7 +769,7 @@ func stepCases() map[string]stepCase {
 				"video", jsonObj("type", "bochs"),
 				"inputs", jsonList(jsonObj("name", "pointer", "type", "tablet", "bus", "virtio")),
 			)}.String()),
-			want: vmJSON(withRecord(stepAnn(api.AnnotationVideo, "virtio"), Injected{Video: &InjectedVideo{Type: "virtio"}}), specParts{devices: jsonObj(
+			want: vmJSON(withRecord(stepAnn(api.AnnotationVideo, "virtio"), api.Injected{Video: &api.InjectedVideo{Type: "virtio"}}), specParts{devices: jsonObj(
 				"video", jsonObj("type", "virtio"),
 				"inputs", jsonList(jsonObj("name", "pointer", "type", "tablet", "bus", "virtio")),
 			)}.String()),
@@ -805,12 +807,12 @@ func stepCases() map[string]stepCase {
 				if got := listAt(t, res.Object, "spec", "template", "spec", "domain", "devices", "inputs"); !reflect.DeepEqual(got, tablet()) {
 					t.Errorf("inputs = %s", toJSON(got))
 				}
-				want := Injected{
-					DataDisks: []InjectedDisk{homeDisk},
-					GPUs:      &InjectedGPUs{Added: []InjectedGPU{{"gpu0", h200}}},
+				want := api.Injected{
+					DataDisks: []api.InjectedDisk{homeDisk},
+					GPUs:      &api.InjectedGPUs{Added: []api.InjectedGPU{{Name: "gpu0", DeviceName: h200}}},
 					SSHKeys:   keysRecord,
-					Video:     &InjectedVideo{Type: "virtio", AddedTablet: true},
-					CloudInit: &InjectedCloudInit{Volume: "cloudinitdisk", Secret: vmUserDataSecret},
+					Video:     &api.InjectedVideo{Type: "virtio", AddedTablet: true},
+					CloudInit: &api.InjectedCloudInit{Volume: "cloudinitdisk", Secret: vmUserDataSecret},
 				}
 				if !reflect.DeepEqual(res.Injected, want) {
 					t.Errorf("Injected = %s, want %s", toJSON(res.Injected), toJSON(want))
