@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/virtstation/virtstation/api"
-	"github.com/virtstation/virtstation/webhooks/mutate"
+	"github.com/virtstation/virtstation/webhooks/admit"
 )
 
 func existingVM(name string) *kubevirtv1.VirtualMachine {
@@ -142,7 +142,7 @@ func TestDeletionGuard(t *testing.T) {
 			got := g.Handle(context.Background(), deleteRequest(t, kind, tc.disk))
 			want := admission.Allowed("")
 			if tc.want != nil {
-				want = mutate.Deny(tc.want)
+				want = admit.Deny(tc.want)
 			}
 			if got.Allowed != want.Allowed || got.Result.Code != want.Result.Code || got.Result.Message != want.Result.Message {
 				t.Errorf("Handle = allowed %v, %d %q\nwant allowed %v, %d %q", got.Allowed, got.Result.Code, got.Result.Message, want.Allowed, want.Result.Code, want.Result.Message)
