@@ -88,8 +88,7 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Allowed("")
 	}
 	self := types.NamespacedName{Namespace: req.Namespace, Name: r.Name}
-	disks, _ := api.ParseDataDisks(r.DataDisksSpec(), dataDisksPath)
-	targets := ClaimTargets(disks, r.VolumeDisks())
+	targets := ClaimTargets(r.DataDisks(), r.VolumeDisks())
 	names := make([]string, len(targets))
 	for i, t := range targets {
 		names[i] = t.Name
@@ -158,13 +157,14 @@ type ClaimTarget struct {
 }
 
 // ClaimTargets lists the disks a managed VM claims: those of its
-// data-disks annotation, in order, then those its volumes attach directly
+// data-disks annotation (as api.ParseDataDisks gives them: a cdrom is
+// ReadOnly), in order, then those its volumes attach directly
 // (which never repeat an annotated name). `virtstation render` claims the
 // same.
 func ClaimTargets(disks []api.DataDisk, direct []VolumeDisk) []ClaimTarget {
 	out := make([]ClaimTarget, 0, len(disks)+len(direct))
 	for _, d := range disks {
-		out = append(out, ClaimTarget{Name: d.Name, ReadOnly: d.ReadOnly || d.Type == api.DiskTypeCDROM})
+		out = append(out, ClaimTarget{Name: d.Name, ReadOnly: d.ReadOnly})
 	}
 	for _, d := range direct {
 		out = append(out, ClaimTarget{Name: d.Name, ReadOnly: d.ReadOnly, Direct: true})
