@@ -37,6 +37,10 @@ func TestLayers(t *testing.T) {
 			packages: []string{module + "webhooks/admit"},
 			allowed:  []string{"webhooks/admit"},
 		},
+		"the disk lookup sits on claims, below the webhooks": {
+			packages: []string{module + "disks"},
+			allowed:  []string{"api", "mac", "webhooks/admit", "claims", "disks"},
+		},
 		"claims takes its vocabulary from api and its plumbing from admit": {
 			packages: []string{module + "claims/..."},
 			allowed:  []string{"api", "mac", "webhooks/admit", "claims"},

@@ -59,11 +59,11 @@ func attachDataDisks(m *mutation) error {
 	attach := make([]api.InjectedDisk, 0, len(wanted))
 	serials, diskNames := sets.New[string](), sets.New[string]()
 	for i, d := range wanted {
-		kind, ok, err := m.cluster.DataDisk(m.ctx, m.in.Namespace, d.Name)
+		disk, ok, err := m.cluster.Disk(m.ctx, m.in.Namespace, d.Name)
 		if err != nil {
 			return fmt.Errorf("look up data disk %s: %w", d.Name, err)
 		}
-		if !ok {
+		if !ok || !disk.Labelled {
 			m.denied = append(m.denied, field.NotFound(fld.Index(i).Child("name"), d.Name))
 			m.denied[len(m.denied)-1].Detail = fmt.Sprintf(
 				"no DataVolume or PVC %q labelled %s=true in namespace %s (rule: data-disks; fix: create it, or label it %s=true)",
@@ -80,7 +80,7 @@ func attachDataDisks(m *mutation) error {
 		serials.Insert(serial)
 		diskNames.Insert(diskName(serial))
 		attach = append(attach, api.InjectedDisk{
-			Name: d.Name, Kind: kind, Disk: diskName(serial), Serial: serial,
+			Name: d.Name, Kind: disk.Kind, Disk: diskName(serial), Serial: serial,
 			Type: string(d.Type), Bus: d.Bus, ReadOnly: d.ReadOnly, MountPath: d.MountPath,
 		})
 	}
