@@ -1,5 +1,7 @@
-// Package api holds Virtstation's user-facing contract on native KubeVirt
-// objects: the labels that opt objects in, the annotations a user sets on a
-// VirtualMachine, the annotations the webhooks write back, and the parsers for
-// their values. It has no Kubernetes I/O.
+// Package api holds Virtstation's vocabulary on native KubeVirt objects, the
+// one place every other package takes it from: the labels that opt objects
+// in, the annotations a user sets on a VirtualMachine and their parsers, the
+// annotations the webhooks write back (the virtstation.io/injected record,
+// Injected, and the claim annotations on data disks), and the kinds of
+// object a data disk is. It has no Kubernetes I/O.
 package api

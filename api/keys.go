@@ -52,3 +52,24 @@ const (
 	// admitted.
 	AnnotationPolicyRevision = "virtstation.io/policy-revision"
 )
+
+// Annotations on a data disk that record its claims (package claims reads
+// and writes them).
+const (
+	// AnnotationClaimedBy is "<ns>/<vm>": the one writable claim.
+	AnnotationClaimedBy = "virtstation.io/claimed-by"
+	// AnnotationClaimedAt is RFC 3339: when the newest claim was written
+	// (or an existing one confirmed).
+	AnnotationClaimedAt = "virtstation.io/claimed-at"
+	// AnnotationSharedBy is "<ns>/<vm>,<ns>/<vm>": the read-only (cdrom,
+	// readOnly) claims, sorted.
+	AnnotationSharedBy = "virtstation.io/shared-by"
+)
+
+// Kinds of object a data disk is.
+const (
+	// KindDataVolume is a CDI DataVolume (cdi.kubevirt.io).
+	KindDataVolume = "DataVolume"
+	// KindPVC is a core PersistentVolumeClaim.
+	KindPVC = "PersistentVolumeClaim"
+)

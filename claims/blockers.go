@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/virtstation/virtstation/api"
 )
 
 // deleteRule is the rule id deletion denials name.
@@ -48,9 +50,9 @@ func (b Blockers) errors() field.ErrorList {
 	annotations := field.NewPath("metadata", "annotations")
 	this := fmt.Sprintf("%s %s", b.Kind, b.Disk)
 	for _, c := range b.Claims {
-		path, how := annotations.Key(AnnotationClaimedBy), "writable"
+		path, how := annotations.Key(api.AnnotationClaimedBy), "writable"
 		if c.ReadOnly {
-			path, how = annotations.Key(AnnotationSharedBy), "read-only"
+			path, how = annotations.Key(api.AnnotationSharedBy), "read-only"
 		}
 		subject := this
 		if c.Via != "" {

@@ -68,95 +68,95 @@ func TestClaim(t *testing.T) {
 	}{
 		"writable on a free disk": {
 			vm:   "a",
-			want: map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
+			want: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
 		},
 		"read-only on a free disk": {
 			vm: "a", readOnly: true,
-			want: map[string]string{AnnotationSharedBy: "ns/a", AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
+			want: map[string]string{api.AnnotationSharedBy: "ns/a", api.AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
 		},
 		"already held, fresh: no write": {
-			before: map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: fresh},
+			before: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: fresh},
 			vm:     "a",
-			want:   map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: fresh},
+			want:   map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: fresh},
 		},
 		"already shared, fresh: no write": {
-			before: map[string]string{AnnotationSharedBy: "ns/a,ns/b", AnnotationClaimedAt: fresh},
+			before: map[string]string{api.AnnotationSharedBy: "ns/a,ns/b", api.AnnotationClaimedAt: fresh},
 			vm:     "b", readOnly: true,
-			want: map[string]string{AnnotationSharedBy: "ns/a,ns/b", AnnotationClaimedAt: fresh},
+			want: map[string]string{api.AnnotationSharedBy: "ns/a,ns/b", api.AnnotationClaimedAt: fresh},
 		},
 		"already held for RefreshAfter: claimed-at rewritten": {
-			before: map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: stale},
+			before: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: stale},
 			vm:     "a",
-			want:   map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
+			want:   map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
 		},
 		"held without claimed-at: claimed-at written": {
-			before: map[string]string{AnnotationClaimedBy: "ns/a"},
+			before: map[string]string{api.AnnotationClaimedBy: "ns/a"},
 			vm:     "a",
-			want:   map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
+			want:   map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
 		},
 		"another VM holds it writable": {
-			before:  map[string]string{AnnotationClaimedBy: "ns/b", AnnotationClaimedAt: fresh},
+			before:  map[string]string{api.AnnotationClaimedBy: "ns/b", api.AnnotationClaimedAt: fresh},
 			vm:      "a",
-			want:    map[string]string{AnnotationClaimedBy: "ns/b", AnnotationClaimedAt: fresh},
+			want:    map[string]string{api.AnnotationClaimedBy: "ns/b", api.AnnotationClaimedAt: fresh},
 			wantErr: &ClaimedError{Holders: []string{"ns/b"}, Writable: true},
 		},
 		"read-only next to another VM's writable claim": {
-			before: map[string]string{AnnotationClaimedBy: "ns/b", AnnotationClaimedAt: fresh},
+			before: map[string]string{api.AnnotationClaimedBy: "ns/b", api.AnnotationClaimedAt: fresh},
 			vm:     "a", readOnly: true,
-			want:    map[string]string{AnnotationClaimedBy: "ns/b", AnnotationClaimedAt: fresh},
+			want:    map[string]string{api.AnnotationClaimedBy: "ns/b", api.AnnotationClaimedAt: fresh},
 			wantErr: &ClaimedError{Holders: []string{"ns/b"}, Writable: true},
 		},
 		"writable next to read-only claims": {
-			before:  map[string]string{AnnotationSharedBy: "ns/b,ns/c", AnnotationClaimedAt: fresh},
+			before:  map[string]string{api.AnnotationSharedBy: "ns/b,ns/c", api.AnnotationClaimedAt: fresh},
 			vm:      "a",
-			want:    map[string]string{AnnotationSharedBy: "ns/b,ns/c", AnnotationClaimedAt: fresh},
+			want:    map[string]string{api.AnnotationSharedBy: "ns/b,ns/c", api.AnnotationClaimedAt: fresh},
 			wantErr: &ClaimedError{Holders: []string{"ns/b", "ns/c"}},
 		},
 		"read-only joins, sorted": {
-			before: map[string]string{AnnotationSharedBy: "ns/a,ns/c", AnnotationClaimedAt: fresh, "other": "kept"},
+			before: map[string]string{api.AnnotationSharedBy: "ns/a,ns/c", api.AnnotationClaimedAt: fresh, "other": "kept"},
 			vm:     "b", readOnly: true,
-			want: map[string]string{AnnotationSharedBy: "ns/a,ns/b,ns/c", AnnotationClaimedAt: claimedAt(t0), "other": "kept"}, writes: 1,
+			want: map[string]string{api.AnnotationSharedBy: "ns/a,ns/b,ns/c", api.AnnotationClaimedAt: claimedAt(t0), "other": "kept"}, writes: 1,
 		},
 		"writer switches to read-only": {
-			before: map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: fresh},
+			before: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: fresh},
 			vm:     "a", readOnly: true,
-			want: map[string]string{AnnotationSharedBy: "ns/a", AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
+			want: map[string]string{api.AnnotationSharedBy: "ns/a", api.AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
 		},
 		"sole reader switches to writable": {
-			before: map[string]string{AnnotationSharedBy: "ns/a", AnnotationClaimedAt: fresh},
+			before: map[string]string{api.AnnotationSharedBy: "ns/a", api.AnnotationClaimedAt: fresh},
 			vm:     "a",
-			want:   map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
+			want:   map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
 		},
 		"replacing a stale writer": {
-			before: map[string]string{AnnotationClaimedBy: "ns/b", AnnotationClaimedAt: stale},
+			before: map[string]string{api.AnnotationClaimedBy: "ns/b", api.AnnotationClaimedAt: stale},
 			vm:     "a", opts: []ClaimOption{Replacing("ns/b")},
-			want: map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
+			want: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
 		},
 		"replacing stale readers, keeping live ones": {
-			before: map[string]string{AnnotationSharedBy: "ns/b,ns/c,ns/d", AnnotationClaimedAt: fresh},
+			before: map[string]string{api.AnnotationSharedBy: "ns/b,ns/c,ns/d", api.AnnotationClaimedAt: fresh},
 			vm:     "a", readOnly: true, opts: []ClaimOption{Replacing("ns/c", "ns/gone"), Replacing("ns/d")},
-			want: map[string]string{AnnotationSharedBy: "ns/a,ns/b", AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
+			want: map[string]string{api.AnnotationSharedBy: "ns/a,ns/b", api.AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
 		},
 		"replacing a stale reader while holding the claim: written": {
-			before: map[string]string{AnnotationSharedBy: "ns/a,ns/b", AnnotationClaimedAt: fresh},
+			before: map[string]string{api.AnnotationSharedBy: "ns/a,ns/b", api.AnnotationClaimedAt: fresh},
 			vm:     "a", readOnly: true, opts: []ClaimOption{Replacing("ns/b")},
-			want: map[string]string{AnnotationSharedBy: "ns/a", AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
+			want: map[string]string{api.AnnotationSharedBy: "ns/a", api.AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
 		},
 		"replacing itself is ignored": {
-			before: map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: fresh},
+			before: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: fresh},
 			vm:     "a", opts: []ClaimOption{Replacing("ns/a")},
-			want: map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: fresh},
+			want: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: fresh},
 		},
 		"replacing someone else does not clear the way": {
-			before: map[string]string{AnnotationClaimedBy: "ns/b", AnnotationClaimedAt: fresh},
+			before: map[string]string{api.AnnotationClaimedBy: "ns/b", api.AnnotationClaimedAt: fresh},
 			vm:     "a", opts: []ClaimOption{Replacing("ns/c")},
-			want:    map[string]string{AnnotationClaimedBy: "ns/b", AnnotationClaimedAt: fresh},
+			want:    map[string]string{api.AnnotationClaimedBy: "ns/b", api.AnnotationClaimedAt: fresh},
 			wantErr: &ClaimedError{Holders: []string{"ns/b"}, Writable: true},
 		},
 		"recorded as writer and reader: normalised": {
-			before: map[string]string{AnnotationClaimedBy: "ns/a", AnnotationSharedBy: "ns/a", AnnotationClaimedAt: fresh},
+			before: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationSharedBy: "ns/a", api.AnnotationClaimedAt: fresh},
 			vm:     "a",
-			want:   map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
+			want:   map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
 		},
 	}
 	for name, tc := range tests {
@@ -227,7 +227,7 @@ func TestClaimAndReleaseConflict(t *testing.T) {
 			write: func(c client.Client, obj client.Object) error { return Claim(ctx, c, obj, vmKey("a"), false, t0) },
 		},
 		"release": {
-			before: map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: claimedAt(t0)},
+			before: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: claimedAt(t0)},
 			write:  func(c client.Client, obj client.Object) error { return Release(ctx, c, obj, vmKey("a")) },
 		},
 	}
@@ -295,24 +295,24 @@ func TestRelease(t *testing.T) {
 		writes int
 	}{
 		"writer": {
-			before: map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: at, "other": "kept"},
+			before: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: at, "other": "kept"},
 			vm:     "a", want: map[string]string{"other": "kept"}, writes: 1,
 		},
 		"last claim removes every annotation": {
-			before: map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: at},
+			before: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: at},
 			vm:     "a", writes: 1,
 		},
 		"one reader of several": {
-			before: map[string]string{AnnotationSharedBy: "ns/a,ns/b,ns/c", AnnotationClaimedAt: at},
-			vm:     "b", want: map[string]string{AnnotationSharedBy: "ns/a,ns/c", AnnotationClaimedAt: at}, writes: 1,
+			before: map[string]string{api.AnnotationSharedBy: "ns/a,ns/b,ns/c", api.AnnotationClaimedAt: at},
+			vm:     "b", want: map[string]string{api.AnnotationSharedBy: "ns/a,ns/c", api.AnnotationClaimedAt: at}, writes: 1,
 		},
 		"writer recorded as reader too": {
-			before: map[string]string{AnnotationClaimedBy: "ns/a", AnnotationSharedBy: "ns/a", AnnotationClaimedAt: at},
+			before: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationSharedBy: "ns/a", api.AnnotationClaimedAt: at},
 			vm:     "a", writes: 1,
 		},
 		"not held: no write": {
-			before: map[string]string{AnnotationClaimedBy: "ns/b", AnnotationClaimedAt: at},
-			vm:     "a", want: map[string]string{AnnotationClaimedBy: "ns/b", AnnotationClaimedAt: at},
+			before: map[string]string{api.AnnotationClaimedBy: "ns/b", api.AnnotationClaimedAt: at},
+			vm:     "a", want: map[string]string{api.AnnotationClaimedBy: "ns/b", api.AnnotationClaimedAt: at},
 		},
 		"no claims: no write": {vm: "a"},
 	}

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/virtstation/virtstation/api"
-	"github.com/virtstation/virtstation/webhooks/mutate"
+	"github.com/virtstation/virtstation/webhooks/admit"
 )
 
 // DeletionGuardPath is where the DeletionGuard is served, for DataVolumes
@@ -84,10 +84,10 @@ func (g *DeletionGuard) Handle(ctx context.Context, req admission.Request) admis
 	b, err := g.blockers(ctx, kind, &disk)
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "check data disk before deletion", "uid", req.UID, "kind", kind, "namespace", disk.Namespace, "name", disk.Name)
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not check whether %s %s/%s is in use; see the webhook log for request %s", kind, disk.Namespace, disk.Name, req.UID))
+		return admit.Internal(req.UID, "check whether %s %s/%s is in use", kind, disk.Namespace, disk.Name)
 	}
 	if errs := b.errors(); len(errs) > 0 {
-		return mutate.Deny(errs)
+		return admit.Deny(errs)
 	}
 	return admission.Allowed("")
 }
@@ -162,7 +162,7 @@ func ClaimantFacts(ctx context.Context, r client.Reader, holder string, key type
 // dataVolumeOwner returns the name of the DataVolume controlling a PVC, or "".
 func dataVolumeOwner(obj metav1.Object) string {
 	ref := metav1.GetControllerOfNoCopy(obj)
-	if ref == nil || ref.Kind != mutate.KindDataVolume || !strings.HasPrefix(ref.APIVersion, cdiv1beta1.SchemeGroupVersion.Group+"/") {
+	if ref == nil || ref.Kind != api.KindDataVolume || !strings.HasPrefix(ref.APIVersion, cdiv1beta1.SchemeGroupVersion.Group+"/") {
 		return ""
 	}
 	return ref.Name

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/virtstation/virtstation/api"
-	"github.com/virtstation/virtstation/webhooks/mutate"
+	"github.com/virtstation/virtstation/webhooks/admit"
 )
 
 func existingVM(name string) *kubevirtv1.VirtualMachine {
@@ -62,42 +62,42 @@ func TestDeletionGuard(t *testing.T) {
 	}{
 		"free disk": {disk: pvc(nil)},
 		"claimed by an existing VM": {
-			disk:    pvc(map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: old}),
+			disk:    pvc(map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: old}),
 			cluster: []client.Object{attachingVM("a", "disk")},
-			want: field.ErrorList{field.Forbidden(annotations.Key(AnnotationClaimedBy),
+			want: field.ErrorList{field.Forbidden(annotations.Key(api.AnnotationClaimedBy),
 				"PersistentVolumeClaim ns/disk is attached writable to VirtualMachine ns/a (rule: data-disk-delete; "+fixVM+")")},
 		},
 		"shared by an existing VM": {
-			disk:    pvc(map[string]string{AnnotationSharedBy: "ns/a,ns/gone", AnnotationClaimedAt: old}),
+			disk:    pvc(map[string]string{api.AnnotationSharedBy: "ns/a,ns/gone", api.AnnotationClaimedAt: old}),
 			cluster: []client.Object{attachingVM("a", "disk")},
-			want: field.ErrorList{field.Forbidden(annotations.Key(AnnotationSharedBy),
+			want: field.ErrorList{field.Forbidden(annotations.Key(api.AnnotationSharedBy),
 				"PersistentVolumeClaim ns/disk is attached read-only to VirtualMachine ns/a (rule: data-disk-delete; "+fixVM+")")},
 		},
 		"old claim of an existing VM that no longer attaches the disk": {
-			disk:    pvc(map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: old}),
+			disk:    pvc(map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: old}),
 			cluster: []client.Object{attachingVM("a", "other")},
 		},
 		"young claim of an existing VM that does not attach the disk yet": {
-			disk:    pvc(map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: young}),
+			disk:    pvc(map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: young}),
 			cluster: []client.Object{existingVM("a")},
-			want: field.ErrorList{field.Forbidden(annotations.Key(AnnotationClaimedBy),
+			want: field.ErrorList{field.Forbidden(annotations.Key(api.AnnotationClaimedBy),
 				"PersistentVolumeClaim ns/disk is claimed writable by VirtualMachine ns/a, which does not attach it (any more); the claim was written moments ago, so an update of that VM may still be in progress (rule: data-disk-delete; fix: retry in 1m40s)")},
 		},
 		"old claim of a VM that is gone, disk used by a VMI: the VMI is named": {
-			disk:    pvc(map[string]string{AnnotationClaimedBy: "ns/gone", AnnotationClaimedAt: old}),
+			disk:    pvc(map[string]string{api.AnnotationClaimedBy: "ns/gone", api.AnnotationClaimedAt: old}),
 			cluster: []client.Object{vmiUsing("runner", "disk")},
 			want: field.ErrorList{field.Forbidden(field.NewPath("metadata", "name"),
 				"PersistentVolumeClaim ns/disk is in use by VirtualMachineInstance ns/runner (rule: data-disk-delete; fix: stop that VM (virtctl stop) and delete it or detach the disk first, then delete the PersistentVolumeClaim)")},
 		},
 		"old claim of a VM that does not exist": {
-			disk: pvc(map[string]string{AnnotationClaimedBy: "ns/gone", AnnotationClaimedAt: old}),
+			disk: pvc(map[string]string{api.AnnotationClaimedBy: "ns/gone", api.AnnotationClaimedAt: old}),
 		},
 		"claim naming no VM": {
-			disk: pvc(map[string]string{AnnotationClaimedBy: "garbage", AnnotationClaimedAt: old}),
+			disk: pvc(map[string]string{api.AnnotationClaimedBy: "garbage", api.AnnotationClaimedAt: old}),
 		},
 		"young claim of a VM not created yet": {
-			disk: pvc(map[string]string{AnnotationClaimedBy: "ns/new", AnnotationClaimedAt: young}),
-			want: field.ErrorList{field.Forbidden(annotations.Key(AnnotationClaimedBy),
+			disk: pvc(map[string]string{api.AnnotationClaimedBy: "ns/new", api.AnnotationClaimedAt: young}),
+			want: field.ErrorList{field.Forbidden(annotations.Key(api.AnnotationClaimedBy),
 				"PersistentVolumeClaim ns/disk is claimed writable by VirtualMachine ns/new, which does not exist yet: its create may still be in progress (rule: data-disk-delete; fix: retry in 1m40s; if the VM was created by then, delete it or detach the disk from it first)")},
 		},
 		"used by a VMI": {
@@ -107,21 +107,21 @@ func TestDeletionGuard(t *testing.T) {
 				"PersistentVolumeClaim ns/disk is in use by VirtualMachineInstance ns/runner (rule: data-disk-delete; fix: stop that VM (virtctl stop) and delete it or detach the disk first, then delete the PersistentVolumeClaim)")},
 		},
 		"unlabelled": {
-			disk:    &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "disk", Annotations: map[string]string{AnnotationClaimedBy: "ns/a"}}},
+			disk:    &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "disk", Annotations: map[string]string{api.AnnotationClaimedBy: "ns/a"}}},
 			cluster: []client.Object{existingVM("a")},
 		},
 		"data volume claimed by an existing VM": {
 			disk: &cdiv1beta1.DataVolume{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "home", Labels: labelled,
-				Annotations: map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: old}}},
+				Annotations: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: old}}},
 			cluster: []client.Object{attachingVM("a", "home")},
-			want: field.ErrorList{field.Forbidden(annotations.Key(AnnotationClaimedBy),
+			want: field.ErrorList{field.Forbidden(annotations.Key(api.AnnotationClaimedBy),
 				"DataVolume ns/home is attached writable to VirtualMachine ns/a (rule: data-disk-delete; fix: delete VirtualMachine ns/a, or detach the disk by removing it from the VM's virtstation.io/data-disks annotation or spec.template.spec.volumes, then delete the DataVolume)")},
 		},
 		"pvc of a claimed data volume": {
 			disk: &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "home", Labels: labelled,
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "cdi.kubevirt.io/v1beta1", Kind: "DataVolume", Name: "home", UID: "u", Controller: ptr(true)}}}},
 			cluster: []client.Object{attachingVM("a", "home"), &cdiv1beta1.DataVolume{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "home", Labels: labelled,
-				Annotations: map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: old}}}},
+				Annotations: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: old}}}},
 			want: field.ErrorList{field.Forbidden(field.NewPath("metadata", "ownerReferences"),
 				"PersistentVolumeClaim ns/home belongs to DataVolume ns/home, which is attached writable to VirtualMachine ns/a (rule: data-disk-delete; fix: delete VirtualMachine ns/a, or detach the disk by removing it from the VM's virtstation.io/data-disks annotation or spec.template.spec.volumes, then delete the PersistentVolumeClaim)")},
 		},
@@ -135,14 +135,14 @@ func TestDeletionGuard(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			reader := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(tc.cluster...).Build()
 			g := &DeletionGuard{Reader: reader, Now: func() time.Time { return t0 }}
-			kind := mutate.KindPVC
+			kind := api.KindPVC
 			if _, ok := tc.disk.(*cdiv1beta1.DataVolume); ok {
-				kind = mutate.KindDataVolume
+				kind = api.KindDataVolume
 			}
 			got := g.Handle(context.Background(), deleteRequest(t, kind, tc.disk))
 			want := admission.Allowed("")
 			if tc.want != nil {
-				want = mutate.Deny(tc.want)
+				want = admit.Deny(tc.want)
 			}
 			if got.Allowed != want.Allowed || got.Result.Code != want.Result.Code || got.Result.Message != want.Result.Message {
 				t.Errorf("Handle = allowed %v, %d %q\nwant allowed %v, %d %q", got.Allowed, got.Result.Code, got.Result.Message, want.Allowed, want.Result.Code, want.Result.Message)
@@ -152,8 +152,8 @@ func TestDeletionGuard(t *testing.T) {
 }
 
 func TestDeletionGuardFaults(t *testing.T) {
-	disk := diskPVC(map[string]string{AnnotationClaimedBy: "ns/a"})
-	good := deleteRequest(t, mutate.KindPVC, disk)
+	disk := diskPVC(map[string]string{api.AnnotationClaimedBy: "ns/a"})
+	good := deleteRequest(t, api.KindPVC, disk)
 	noOld := good
 	noOld.OldObject = runtime.RawExtension{}
 	garbled := good

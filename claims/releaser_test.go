@@ -34,35 +34,35 @@ func TestReleaserReconcile(t *testing.T) {
 		requeue time.Duration
 	}{
 		"claim of a missing VM, old: released": {
-			disk: diskPVC(map[string]string{AnnotationClaimedBy: "ns/gone", AnnotationClaimedAt: old}),
+			disk: diskPVC(map[string]string{api.AnnotationClaimedBy: "ns/gone", api.AnnotationClaimedAt: old}),
 		},
 		"claim of a missing VM, young: kept, looked at again": {
-			disk:    diskPVC(map[string]string{AnnotationClaimedBy: "ns/gone", AnnotationClaimedAt: young}),
-			want:    map[string]string{AnnotationClaimedBy: "ns/gone", AnnotationClaimedAt: young},
+			disk:    diskPVC(map[string]string{api.AnnotationClaimedBy: "ns/gone", api.AnnotationClaimedAt: young}),
+			want:    map[string]string{api.AnnotationClaimedBy: "ns/gone", api.AnnotationClaimedAt: young},
 			requeue: 75 * time.Second,
 		},
 		"claim of a VM that attaches the disk: kept": {
-			disk:    diskPVC(map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: old}),
+			disk:    diskPVC(map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: old}),
 			cluster: []client.Object{attachingVM("a", "disk")},
-			want:    map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: old},
+			want:    map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: old},
 		},
 		"claim of a VM that detached the disk: released": {
-			disk:    diskPVC(map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: old}),
+			disk:    diskPVC(map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: old}),
 			cluster: []client.Object{attachingVM("a", "other")},
 		},
 		"claim of a missing VM while a VMI uses the disk: kept": {
-			disk:    diskPVC(map[string]string{AnnotationClaimedBy: "ns/gone", AnnotationClaimedAt: old}),
+			disk:    diskPVC(map[string]string{api.AnnotationClaimedBy: "ns/gone", api.AnnotationClaimedAt: old}),
 			cluster: []client.Object{vmiUsing("gone", "disk")},
-			want:    map[string]string{AnnotationClaimedBy: "ns/gone", AnnotationClaimedAt: old},
+			want:    map[string]string{api.AnnotationClaimedBy: "ns/gone", api.AnnotationClaimedAt: old},
 		},
 		"one stale reader of two": {
-			disk:    diskPVC(map[string]string{AnnotationSharedBy: "ns/a,ns/gone", AnnotationClaimedAt: old}),
+			disk:    diskPVC(map[string]string{api.AnnotationSharedBy: "ns/a,ns/gone", api.AnnotationClaimedAt: old}),
 			cluster: []client.Object{attachingVM("a", "disk")},
-			want:    map[string]string{AnnotationSharedBy: "ns/a", AnnotationClaimedAt: old},
+			want:    map[string]string{api.AnnotationSharedBy: "ns/a", api.AnnotationClaimedAt: old},
 		},
 		"data volume": {
 			disk: &cdiv1beta1.DataVolume{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "disk",
-				Labels: map[string]string{api.LabelDataDisk: api.LabelTrue}, Annotations: map[string]string{AnnotationClaimedBy: "ns/gone", AnnotationClaimedAt: old}}},
+				Labels: map[string]string{api.LabelDataDisk: api.LabelTrue}, Annotations: map[string]string{api.AnnotationClaimedBy: "ns/gone", api.AnnotationClaimedAt: old}}},
 		},
 		"no claims": {disk: diskPVC(map[string]string{"other": "x"}), want: map[string]string{"other": "x"}},
 	}
@@ -92,7 +92,7 @@ func TestReleaserReconcile(t *testing.T) {
 
 func TestReleaserWithoutDataVolumes(t *testing.T) {
 	// Without CDI the reconciler must not ask for DataVolumes at all.
-	c, _ := fakeClient(diskPVC(map[string]string{AnnotationClaimedBy: "ns/gone"}))
+	c, _ := fakeClient(diskPVC(map[string]string{api.AnnotationClaimedBy: "ns/gone"}))
 	r := &Releaser{Client: c, APIReader: c, Reader: c, NoDataVolumes: true}
 	if n := len(r.diskKinds()); n != 1 {
 		t.Fatalf("%d disk kinds, want PVCs only", n)
@@ -117,12 +117,12 @@ func TestWatchMaps(t *testing.T) {
 		p.Name = name
 		return p
 	}
-	dv := &cdiv1beta1.DataVolume{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "dv", Annotations: map[string]string{AnnotationSharedBy: "ns/a", AnnotationClaimedAt: at}}}
-	other := pvc("elsewhere", map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: at})
+	dv := &cdiv1beta1.DataVolume{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "dv", Annotations: map[string]string{api.AnnotationSharedBy: "ns/a", api.AnnotationClaimedAt: at}}}
+	other := pvc("elsewhere", map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: at})
 	other.Namespace = "other"
 	c, _ := fakeClient(
-		pvc("mine", map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: at}),
-		pvc("theirs", map[string]string{AnnotationClaimedBy: "ns/b", AnnotationClaimedAt: at}),
+		pvc("mine", map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: at}),
+		pvc("theirs", map[string]string{api.AnnotationClaimedBy: "ns/b", api.AnnotationClaimedAt: at}),
 		pvc("free", nil), dv, other,
 	)
 	r := &Releaser{Reader: c}
@@ -141,7 +141,7 @@ func TestWatchMaps(t *testing.T) {
 }
 
 func TestPredicates(t *testing.T) {
-	claimed := diskPVC(map[string]string{AnnotationClaimedBy: "ns/a"})
+	claimed := diskPVC(map[string]string{api.AnnotationClaimedBy: "ns/a"})
 	free := diskPVC(nil)
 	vm := existingVM("a")
 	vmEdited := vm.DeepCopy()

@@ -7,18 +7,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-)
 
-// Annotations on a data disk that record its claims.
-const (
-	// AnnotationClaimedBy is "<ns>/<vm>": the one writable claim.
-	AnnotationClaimedBy = "virtstation.io/claimed-by"
-	// AnnotationClaimedAt is RFC 3339: when the newest claim was written
-	// (or an existing one confirmed, see RefreshAfter).
-	AnnotationClaimedAt = "virtstation.io/claimed-at"
-	// AnnotationSharedBy is "<ns>/<vm>,<ns>/<vm>": the read-only (cdrom,
-	// readOnly) claims, sorted.
-	AnnotationSharedBy = "virtstation.io/shared-by"
+	"github.com/virtstation/virtstation/api"
 )
 
 // State is what a disk's annotations say.
@@ -38,10 +28,10 @@ type State struct {
 func Read(obj metav1.Object) State {
 	a := obj.GetAnnotations()
 	s := State{
-		ClaimedBy: strings.TrimSpace(a[AnnotationClaimedBy]),
-		SharedBy:  parseList(a[AnnotationSharedBy]),
+		ClaimedBy: strings.TrimSpace(a[api.AnnotationClaimedBy]),
+		SharedBy:  parseList(a[api.AnnotationSharedBy]),
 	}
-	if t, err := time.Parse(time.RFC3339, strings.TrimSpace(a[AnnotationClaimedAt])); err == nil {
+	if t, err := time.Parse(time.RFC3339, strings.TrimSpace(a[api.AnnotationClaimedAt])); err == nil {
 		s.ClaimedAt = t
 	}
 	return s
@@ -120,9 +110,9 @@ func (s State) apply(annotations map[string]string) map[string]string {
 			annotations[k] = v
 		}
 	}
-	set(AnnotationClaimedBy, s.ClaimedBy)
-	set(AnnotationSharedBy, strings.Join(s.SharedBy, ","))
-	set(AnnotationClaimedAt, formatTime(s.ClaimedAt))
+	set(api.AnnotationClaimedBy, s.ClaimedBy)
+	set(api.AnnotationSharedBy, strings.Join(s.SharedBy, ","))
+	set(api.AnnotationClaimedAt, formatTime(s.ClaimedAt))
 	if len(annotations) == 0 {
 		return nil
 	}

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/virtstation/virtstation/api"
 )
 
 func annotated(a map[string]string) *corev1.PersistentVolumeClaim {
@@ -23,22 +25,22 @@ func TestRead(t *testing.T) {
 	}{
 		"no annotations": {},
 		"writable claim": {
-			annotations: map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: "2026-03-01T12:00:00Z"},
+			annotations: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: "2026-03-01T12:00:00Z"},
 			want:        State{ClaimedBy: "ns/a", ClaimedAt: t0},
 		},
 		"shared, unsorted with blanks and duplicates": {
-			annotations: map[string]string{AnnotationSharedBy: " ns/c, ns/a,,ns/c ,", AnnotationClaimedAt: "2026-03-01T13:00:00+01:00"},
+			annotations: map[string]string{api.AnnotationSharedBy: " ns/c, ns/a,,ns/c ,", api.AnnotationClaimedAt: "2026-03-01T13:00:00+01:00"},
 			want:        State{SharedBy: []string{"ns/a", "ns/c"}, ClaimedAt: t0},
 		},
 		"unparseable time is zero": {
-			annotations: map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: "yesterday"},
+			annotations: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: "yesterday"},
 			want:        State{ClaimedBy: "ns/a"},
 		},
 		"blank claimed-by": {
-			annotations: map[string]string{AnnotationClaimedBy: "  ", AnnotationSharedBy: " "},
+			annotations: map[string]string{api.AnnotationClaimedBy: "  ", api.AnnotationSharedBy: " "},
 		},
 		"other annotations ignored": {
-			annotations: map[string]string{"virtstation.io/injected": "{}", AnnotationClaimedBy: "ns/a"},
+			annotations: map[string]string{"virtstation.io/injected": "{}", api.AnnotationClaimedBy: "ns/a"},
 			want:        State{ClaimedBy: "ns/a"},
 		},
 	}
@@ -118,12 +120,12 @@ func TestParseName(t *testing.T) {
 }
 
 func TestApplyKeepsOtherAnnotations(t *testing.T) {
-	a := State{ClaimedBy: "ns/a", SharedBy: nil, ClaimedAt: t0}.apply(map[string]string{"x": "y", AnnotationSharedBy: "ns/old"})
-	want := map[string]string{"x": "y", AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: "2026-03-01T12:00:00Z"}
+	a := State{ClaimedBy: "ns/a", SharedBy: nil, ClaimedAt: t0}.apply(map[string]string{"x": "y", api.AnnotationSharedBy: "ns/old"})
+	want := map[string]string{"x": "y", api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: "2026-03-01T12:00:00Z"}
 	if !reflect.DeepEqual(a, want) {
 		t.Errorf("apply = %v, want %v", a, want)
 	}
-	if got := (State{}).apply(map[string]string{AnnotationClaimedBy: "ns/a", AnnotationClaimedAt: "x"}); got != nil {
+	if got := (State{}).apply(map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: "x"}); got != nil {
 		t.Errorf("apply of an empty state = %v, want nil", got)
 	}
 }
@@ -135,7 +137,7 @@ func FuzzRead(f *testing.F) {
 	f.Add("", " , ,ns/a,ns/a", "garbage")
 	f.Add("ns/a", "ns/a", "2026-03-01T13:00:00.5+01:00")
 	f.Fuzz(func(t *testing.T, by, shared, at string) {
-		s := Read(annotated(map[string]string{AnnotationClaimedBy: by, AnnotationSharedBy: shared, AnnotationClaimedAt: at}))
+		s := Read(annotated(map[string]string{api.AnnotationClaimedBy: by, api.AnnotationSharedBy: shared, api.AnnotationClaimedAt: at}))
 		again := Read(annotated(s.apply(nil)))
 		if !again.equal(s) {
 			t.Fatalf("round trip changed %+v into %+v", s, again)

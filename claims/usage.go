@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtstation/virtstation/api"
-	"github.com/virtstation/virtstation/webhooks/mutate"
 )
 
 // Attaches reports whether vm attaches the data disk named disk (a
@@ -19,7 +18,7 @@ import (
 // an unreadable record never releases a claim.
 func Attaches(vm *kubevirtv1.VirtualMachine, disk string) bool {
 	if rec, ok := vm.Annotations[api.AnnotationInjected]; ok {
-		in, err := mutate.ParseInjected(rec)
+		in, err := api.ParseInjected(rec)
 		if err != nil {
 			return true
 		}
@@ -73,9 +72,9 @@ func volumesUse(volumes []kubevirtv1.Volume, disk string) bool {
 func kindOf(obj client.Object) string {
 	switch obj.(type) {
 	case *cdiv1beta1.DataVolume:
-		return mutate.KindDataVolume
+		return api.KindDataVolume
 	case *corev1.PersistentVolumeClaim:
-		return mutate.KindPVC
+		return api.KindPVC
 	}
 	if k := obj.GetObjectKind().GroupVersionKind().Kind; k != "" {
 		return k

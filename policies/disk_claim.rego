@@ -84,10 +84,9 @@ violation(i, what, fix) := {
 
 state(name) := object.get(input.disks, name, {})
 
-writable(d) if {
-	object.get(d, "type", "disk") == "disk"
-	not object.get(d, "readOnly", false)
-}
+# writable(d): the entry attaches the disk writable. The input's readOnly
+# is already true for every cdrom (the annotation's parser sets it).
+writable(d) if not object.get(d, "readOnly", false)
 
 # writer(s) is the VM holding a live writable claim on the disk, unless that
 # is this VM.

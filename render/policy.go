@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
+	"github.com/virtstation/virtstation/disks"
 	"github.com/virtstation/virtstation/webhooks/validate"
 )
 
@@ -27,22 +27,18 @@ const policyTimeout = 5 * time.Second
 // Claims are judged as the webhook judges them (validate.JudgeDisk, hence
 // claims.Live), at now with grace.
 type diskWorld struct {
-	disks map[string]*offlineDisk                       // "ns/name"
+	// disks are the DataVolumes and PVCs, found as the webhooks find them;
+	// their claims change as VMs are admitted.
+	disks *disks.Static
 	vms   map[string]*kubevirtv1.VirtualMachine         // "ns/name" of VMs that exist
 	vmis  map[string]*kubevirtv1.VirtualMachineInstance // "ns/name"
 	now   time.Time
 	grace time.Duration
 }
 
-type offlineDisk struct {
-	kind     string
-	labelled bool
-	state    claims.State
-}
-
-func newDiskWorld(now time.Time, grace time.Duration) *diskWorld {
+func newDiskWorld(lookup *disks.Static, now time.Time, grace time.Duration) *diskWorld {
 	return &diskWorld{
-		disks: map[string]*offlineDisk{}, vms: map[string]*kubevirtv1.VirtualMachine{}, vmis: map[string]*kubevirtv1.VirtualMachineInstance{},
+		disks: lookup, vms: map[string]*kubevirtv1.VirtualMachine{}, vmis: map[string]*kubevirtv1.VirtualMachineInstance{},
 		now: now, grace: grace,
 	}
 }
@@ -51,19 +47,15 @@ func newDiskWorld(now time.Time, grace time.Duration) *diskWorld {
 // setVM).
 func (w *diskWorld) add(obj Object, ns string) error {
 	u := &unstructured.Unstructured{Object: obj}
+	if w.disks.Add(u, ns) {
+		return nil
+	}
 	if u.GetNamespace() == "" {
 		u = u.DeepCopy()
 		u.SetNamespace(ns)
 	}
 	key := u.GetNamespace() + "/" + u.GetName()
 	switch u.GroupVersionKind().GroupKind() {
-	case schema.GroupKind{Group: "cdi.kubevirt.io", Kind: "DataVolume"}:
-		w.disks[key] = &offlineDisk{kind: "DataVolume", labelled: u.GetLabels()[api.LabelDataDisk] == api.LabelTrue, state: claims.Read(u)}
-	case schema.GroupKind{Kind: "PersistentVolumeClaim"}:
-		if d, ok := w.disks[key]; ok && d.kind == "DataVolume" {
-			return nil // CDI's PVC belongs to its DataVolume
-		}
-		w.disks[key] = &offlineDisk{kind: "PersistentVolumeClaim", labelled: u.GetLabels()[api.LabelDataDisk] == api.LabelTrue, state: claims.Read(u)}
 	case schema.GroupKind{Group: "kubevirt.io", Kind: "VirtualMachineInstance"}:
 		var vmi kubevirtv1.VirtualMachineInstance
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &vmi); err != nil {
@@ -81,16 +73,20 @@ func (w *diskWorld) setVM(vm *kubevirtv1.VirtualMachine) {
 
 // states is the disk snapshot for VM self, as the webhook's Snapshotter
 // takes it, and the claims per disk that lapsed.
-func (w *diskWorld) states(ns, self string, names []string) (map[string]validate.DiskState, map[string][]string) {
+func (w *diskWorld) states(ctx context.Context, ns, self string, names []string) (map[string]validate.DiskState, map[string][]string, error) {
 	out := map[string]validate.DiskState{}
 	lapsed := map[string][]string{}
 	me := ns + "/" + self
 	for _, n := range names {
 		f := validate.DiskFacts{UsedBy: w.usedBy(ns, self, n)}
-		if d, ok := w.disks[ns+"/"+n]; ok {
-			f.Kind, f.Labelled, f.Claims = d.kind, d.labelled, d.state
+		d, ok, err := w.disks.Disk(ctx, ns, n)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok {
+			f.Kind, f.Labelled, f.Claims = d.Kind, d.Labelled, d.Claims
 			f.Claimants = map[string]claims.Facts{}
-			for _, holder := range d.state.Holders() {
+			for _, holder := range d.Claims.Holders() {
 				if vm, ok := w.vms[holder]; ok && holder != me {
 					f.Claimants[holder] = claims.Facts{Exists: true, Attaches: vm.Namespace == ns && claims.Attaches(vm, n)}
 				}
@@ -102,7 +98,7 @@ func (w *diskWorld) states(ns, self string, names []string) (map[string]validate
 			lapsed[n] = dead
 		}
 	}
-	return out, lapsed
+	return out, lapsed, nil
 }
 
 // usedBy lists the VMIs of ns, other than self's, that use the disk.
@@ -119,14 +115,17 @@ func (w *diskWorld) usedBy(ns, self, disk string) []string {
 
 // claim records an admitted VM's claims, dropping the lapsed ones as the
 // webhook's claim write replaces them.
-func (w *diskWorld) claim(ns, vm string, targets []validate.ClaimTarget, lapsed map[string][]string) {
+func (w *diskWorld) claim(ctx context.Context, ns, vm string, targets []validate.ClaimTarget, lapsed map[string][]string) error {
 	key := ns + "/" + vm
 	for _, t := range targets {
-		disk, ok := w.disks[ns+"/"+t.Name]
-		if !ok || (t.Direct && !disk.labelled) {
+		disk, ok, err := w.disks.Disk(ctx, ns, t.Name)
+		if err != nil {
+			return err
+		}
+		if !ok || (t.Direct && !disk.Labelled) {
 			continue
 		}
-		s := disk.state
+		s := disk.Claims
 		for _, dead := range lapsed[t.Name] {
 			if s.ClaimedBy == dead {
 				s.ClaimedBy = ""
@@ -142,8 +141,9 @@ func (w *diskWorld) claim(ns, vm string, targets []validate.ClaimTarget, lapsed 
 			s.ClaimedBy = key
 		}
 		s.ClaimedAt = w.now
-		disk.state = s
+		w.disks.SetClaims(ns, t.Name, s)
 	}
+	return nil
 }
 
 // evaluate runs the policies on an admitted VM object.
@@ -158,26 +158,26 @@ func evaluate(ctx context.Context, engine *validate.Engine, w *diskWorld, op, ns
 			return nil, nil, err
 		}
 	}
-	disks := parseDisks(object)
-	annotated := make([]string, len(disks))
-	for i, d := range disks {
-		annotated[i] = d.Name
-	}
-	spec, err := json.Marshal(object["spec"])
+	// Decoded, and its data-disks annotation parsed, once, as the
+	// validating webhook does.
+	r, err := validate.DecodeRequest(op, ns, name, raw, oldRaw, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	direct, err := validate.ParseVolumeDisks(spec, annotated)
-	if err != nil {
-		return nil, nil, err
+	if errs := r.DataDiskErrors(); len(errs) > 0 {
+		// The mutating webhook denies these before the policies run.
+		return errs, nil, nil
 	}
-	targets := validate.ClaimTargets(disks, direct)
+	targets := validate.ClaimTargets(r.DataDisks(), r.VolumeDisks())
 	names := make([]string, len(targets))
 	for i, t := range targets {
 		names[i] = t.Name
 	}
-	states, lapsed := w.states(ns, name, names)
-	input, err := validate.BuildInput(op, ns, name, raw, oldRaw, nil, states)
+	states, lapsed, err := w.states(ctx, ns, name, names)
+	if err != nil {
+		return nil, nil, err
+	}
+	input, err := r.Input(states)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -189,14 +189,16 @@ func evaluate(ctx context.Context, engine *validate.Engine, w *diskWorld, op, ns
 	}
 	denied, warnings := validate.ViolationErrors(d.Deny), validate.ViolationWarnings(d.Warn)
 	if len(denied) == 0 {
-		w.claim(ns, name, targets, lapsed)
+		if err := w.claim(ctx, ns, name, targets, lapsed); err != nil {
+			return nil, nil, err
+		}
 	}
 	return denied, warnings, nil
 }
 
 // checkUnmanaged is the unmanaged-VM webhook's claim check on obj (old is
 // the stored VM for an UPDATE, or nil).
-func checkUnmanaged(w *diskWorld, obj, old Object, ns, name string) (field.ErrorList, error) {
+func checkUnmanaged(ctx context.Context, w *diskWorld, obj, old Object, ns, name string) (field.ErrorList, error) {
 	raw, err := json.Marshal(obj)
 	if err != nil {
 		return nil, err
@@ -215,14 +217,9 @@ func checkUnmanaged(w *diskWorld, obj, old Object, ns, name string) (field.Error
 	for i, d := range attached {
 		names[i] = d.Name
 	}
-	states, _ := w.states(ns, name, names)
+	states, _, err := w.states(ctx, ns, name, names)
+	if err != nil {
+		return nil, err
+	}
 	return validate.ViolationErrors(validate.UnmanagedViolations(attached, states)), nil
-}
-
-func parseDisks(obj Object) []api.DataDisk {
-	md, _ := obj["metadata"].(map[string]any)
-	ann, _ := md["annotations"].(map[string]any)
-	v, _ := ann[api.AnnotationDataDisks].(string)
-	disks, _ := api.ParseDataDisks(v, field.NewPath("metadata"))
-	return disks
 }

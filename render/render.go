@@ -18,6 +18,7 @@ import (
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
+	"github.com/virtstation/virtstation/disks"
 	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/webhooks/mutate"
 	"github.com/virtstation/virtstation/webhooks/validate"
@@ -74,7 +75,10 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 	if grace <= 0 {
 		grace = claims.DefaultGrace
 	}
-	world := newDiskWorld(now, grace)
+	// One view of the data disks for the mutation and the policies, as the
+	// webhooks share one cache.
+	lookup := disks.NewStatic()
+	world := newDiskWorld(lookup, now, grace)
 	existing := map[string]*kubevirtv1.VirtualMachine{}
 	var order []string
 	add := func(vm *kubevirtv1.VirtualMachine) {
@@ -99,9 +103,10 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 		}
 	}
 	static := mutate.NewStaticCluster(nil)
+	static.Static = lookup
 	static.CollectKeys = func(s []corev1.Secret) []string { keys, _ := sshkeys.Collect(s); return keys }
-	// Data disks, Secrets and VMIs in the manifests count as existing for
-	// the VMs, as when applied together.
+	// Secrets and VMIs in the manifests count as existing for the VMs, as
+	// when applied together (data disks did, through world.add).
 	for i, obj := range append(append([]Object(nil), opts.Cluster...), opts.Manifests...) {
 		if err := addState(static, obj, ns); err != nil {
 			return nil, fmt.Errorf("object %d: %w", i+1, err)
@@ -134,7 +139,7 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 			// The objectSelector keeps it from the managed webhooks; only the
 			// claim check for unmanaged VMs sees it.
 			if opts.Policies != nil {
-				denied, err := checkUnmanaged(world, obj, findObject(opts.Cluster, key, ns), vm.Namespace, vm.Name)
+				denied, err := checkUnmanaged(ctx, world, obj, findObject(opts.Cluster, key, ns), vm.Namespace, vm.Name)
 				if err != nil {
 					return nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
 				}
@@ -250,7 +255,7 @@ func withNamespace(obj Object, ns string) Object {
 	return out
 }
 
-// addState records a DataVolume, PVC, Secret or VMI for the cluster view.
+// addState records a Secret or VMI for the cluster view.
 func addState(c *mutate.StaticCluster, obj Object, ns string) error {
 	u := &unstructured.Unstructured{Object: obj}
 	if u.GetNamespace() == "" {
@@ -258,10 +263,6 @@ func addState(c *mutate.StaticCluster, obj Object, ns string) error {
 		u.SetNamespace(ns)
 	}
 	switch u.GroupVersionKind().GroupKind() {
-	case schema.GroupKind{Group: "cdi.kubevirt.io", Kind: "DataVolume"}:
-		c.AddDataDisk(mutate.KindDataVolume, u.GetNamespace(), u.GetName(), u.GetLabels())
-	case schema.GroupKind{Kind: "PersistentVolumeClaim"}:
-		c.AddDataDisk(mutate.KindPVC, u.GetNamespace(), u.GetName(), u.GetLabels())
 	case schema.GroupKind{Group: "kubevirt.io", Kind: "VirtualMachineInstance"}:
 		c.AddVMI(u.GetNamespace(), u.GetName())
 	case schema.GroupKind{Kind: "Secret"}:

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/virtstation/virtstation/claims"
+	"github.com/virtstation/virtstation/disks"
 	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/webhooks/mutate"
 	"github.com/virtstation/virtstation/webhooks/mutate/report"
@@ -107,7 +108,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	policyMetrics := validate.DefaultMetrics()
 
 	cluster := mutate.CacheCluster{
-		Reader: mgr.GetCache(), APIReader: mgr.GetAPIReader(), NoDataVolumes: !cdi,
+		Lookup: disks.Cache{Reader: mgr.GetCache(), NoDataVolumes: !cdi},
+		Reader: mgr.GetCache(), APIReader: mgr.GetAPIReader(),
 		CollectKeys: func(s []corev1.Secret) []string { keys, _ := sshkeys.Collect(s); return keys },
 	}
 	verifier := provenance.Verifier{Reader: mgr.GetAPIReader()}

@@ -40,8 +40,8 @@ func TestLabelledVMGetsDerivedMAC(t *testing.T) {
 	if got, want := podMAC(vm, "default"), derived(t, ns, "dev-1"); got != want {
 		t.Fatalf("macAddress = %q, want derived %q", got, want)
 	}
-	rec, err := mutate.ParseInjected(vm.Annotations[api.AnnotationInjected])
-	if err != nil || rec.MAC == nil || rec.MAC.Source != mutate.SourceDerived || rec.MAC.Address != podMAC(vm, "default") {
+	rec, err := api.ParseInjected(vm.Annotations[api.AnnotationInjected])
+	if err != nil || rec.MAC == nil || rec.MAC.Source != api.MACSourceDerived || rec.MAC.Address != podMAC(vm, "default") {
 		t.Fatalf("injected record = %+v (%v), want the derived MAC", rec.MAC, err)
 	}
 	eventually(t, 10*time.Second, func() error {
@@ -172,7 +172,7 @@ func TestUpdateNeverChangesExistingMAC(t *testing.T) {
 	if got := podMAC(vm, "default"); got != pinned {
 		t.Fatalf("after dropping macAddress got %q, want stored %q", got, pinned)
 	}
-	rec, _ := mutate.ParseInjected(vm.Annotations[api.AnnotationInjected])
+	rec, _ := api.ParseInjected(vm.Annotations[api.AnnotationInjected])
 	if rec.MAC == nil || rec.MAC.Address != pinned {
 		t.Fatalf("injected record after restore = %+v, want address %s", rec.MAC, pinned)
 	}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/cloudinit"
-	"github.com/virtstation/virtstation/webhooks/mutate"
 )
 
 // strict makes the API server reject unknown or duplicate fields, so a
@@ -67,9 +66,9 @@ func waitCached(t *testing.T, obj client.Object) {
 	})
 }
 
-func injectedOf(t *testing.T, vm *kubevirtv1.VirtualMachine) mutate.Injected {
+func injectedOf(t *testing.T, vm *kubevirtv1.VirtualMachine) api.Injected {
 	t.Helper()
-	rec, err := mutate.ParseInjected(vm.Annotations[api.AnnotationInjected])
+	rec, err := api.ParseInjected(vm.Annotations[api.AnnotationInjected])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,10 +8,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/disks"
 	"github.com/virtstation/virtstation/mac"
 )
 
@@ -42,14 +42,14 @@ func MACIndexer(obj client.Object) []string {
 // IndexMAC index on VirtualMachines and informers on VirtualMachineInstances,
 // DataVolumes, PVCs and key Secrets.
 type CacheCluster struct {
+	// Lookup finds data disks: a disks.Cache on the same cache.
+	disks.Lookup
 	// Reader is the cache.
 	Reader client.Reader
 	// APIReader reads Secrets the cache does not hold.
 	APIReader client.Reader
 	// CollectKeys turns key Secrets into normalized public keys.
 	CollectKeys func([]corev1.Secret) []string
-	// NoDataVolumes: CDI is not installed; data disks are bare PVCs only.
-	NoDataVolumes bool
 }
 
 var _ Cluster = CacheCluster{}
@@ -65,28 +65,6 @@ func (c CacheCluster) MACOwners(ctx context.Context, addr net.HardwareAddr) ([]t
 		out = append(out, client.ObjectKeyFromObject(&vms.Items[i]))
 	}
 	return out, nil
-}
-
-// DataDisk implements Cluster from the DataVolume and PVC caches.
-func (c CacheCluster) DataDisk(ctx context.Context, namespace, name string) (string, bool, error) {
-	key := client.ObjectKey{Namespace: namespace, Name: name}
-	if !c.NoDataVolumes {
-		var dv cdiv1beta1.DataVolume
-		switch err := c.Reader.Get(ctx, key, &dv); {
-		case err == nil && dv.Labels[api.LabelDataDisk] == api.LabelTrue:
-			return KindDataVolume, true, nil
-		case err != nil && !apierrors.IsNotFound(err):
-			return "", false, err
-		}
-	}
-	var pvc corev1.PersistentVolumeClaim
-	switch err := c.Reader.Get(ctx, key, &pvc); {
-	case err == nil && pvc.Labels[api.LabelDataDisk] == api.LabelTrue:
-		return KindPVC, true, nil
-	case err != nil && !apierrors.IsNotFound(err):
-		return "", false, err
-	}
-	return "", false, nil
 }
 
 // VMIExists implements Cluster from the VMI cache.

@@ -56,14 +56,14 @@ func attachDataDisks(m *mutation) error {
 	if vm.Spec.Template == nil {
 		return nil
 	}
-	attach := make([]InjectedDisk, 0, len(wanted))
+	attach := make([]api.InjectedDisk, 0, len(wanted))
 	serials, diskNames := sets.New[string](), sets.New[string]()
 	for i, d := range wanted {
-		kind, ok, err := m.cluster.DataDisk(m.ctx, m.in.Namespace, d.Name)
+		disk, ok, err := m.cluster.Disk(m.ctx, m.in.Namespace, d.Name)
 		if err != nil {
 			return fmt.Errorf("look up data disk %s: %w", d.Name, err)
 		}
-		if !ok {
+		if !ok || !disk.Labelled {
 			m.denied = append(m.denied, field.NotFound(fld.Index(i).Child("name"), d.Name))
 			m.denied[len(m.denied)-1].Detail = fmt.Sprintf(
 				"no DataVolume or PVC %q labelled %s=true in namespace %s (rule: data-disks; fix: create it, or label it %s=true)",
@@ -79,8 +79,8 @@ func attachDataDisks(m *mutation) error {
 		}
 		serials.Insert(serial)
 		diskNames.Insert(diskName(serial))
-		attach = append(attach, InjectedDisk{
-			Name: d.Name, Kind: kind, Disk: diskName(serial), Serial: serial,
+		attach = append(attach, api.InjectedDisk{
+			Name: d.Name, Kind: disk.Kind, Disk: diskName(serial), Serial: serial,
 			Type: string(d.Type), Bus: d.Bus, ReadOnly: d.ReadOnly, MountPath: d.MountPath,
 		})
 	}
@@ -141,7 +141,7 @@ func attachDataDisks(m *mutation) error {
 // checkAttachmentChange denies a change of the attached data disks unless
 // the VM is stopped and its VMI is gone: KubeVirt would otherwise mark it
 // RestartRequired, and a disk could be claimed by two running VMs.
-func (m *mutation) checkAttachmentChange(attach []InjectedDisk) error {
+func (m *mutation) checkAttachmentChange(attach []api.InjectedDisk) error {
 	if m.in.Operation != admissionv1.Update || m.in.OldVM == nil {
 		return nil
 	}
@@ -168,7 +168,7 @@ func halted(vm *kubevirtv1.VirtualMachine) bool {
 	return vm.Spec.Running == nil || !*vm.Spec.Running
 }
 
-func sameAttachments(a, b []InjectedDisk) bool {
+func sameAttachments(a, b []api.InjectedDisk) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -181,7 +181,7 @@ func sameAttachments(a, b []InjectedDisk) bool {
 	return true
 }
 
-func diskEntry(d InjectedDisk) map[string]any {
+func diskEntry(d api.InjectedDisk) map[string]any {
 	target := map[string]any{"bus": d.Bus}
 	if d.ReadOnly {
 		target["readonly"] = true
@@ -196,8 +196,8 @@ func diskEntry(d InjectedDisk) map[string]any {
 	return entry
 }
 
-func volumeEntry(d InjectedDisk) map[string]any {
-	if d.Kind == KindDataVolume {
+func volumeEntry(d api.InjectedDisk) map[string]any {
+	if d.Kind == api.KindDataVolume {
 		return map[string]any{"name": d.Disk, "dataVolume": map[string]any{"name": d.Name}}
 	}
 	claim := map[string]any{"claimName": d.Name}

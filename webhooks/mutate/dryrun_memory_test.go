@@ -32,7 +32,7 @@ func dryRunVM(userData string) string {
 
 func dryRunCluster() *StaticCluster {
 	c := NewStaticCluster(nil)
-	c.AddDataDisk(KindPVC, testNamespace, "home", map[string]string{api.LabelDataDisk: api.LabelTrue})
+	c.AddDataDisk(api.KindPVC, testNamespace, "home", map[string]string{api.LabelDataDisk: api.LabelTrue})
 	return c
 }
 

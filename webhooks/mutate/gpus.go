@@ -93,17 +93,17 @@ func addGPUs(m *mutation) error {
 		}
 	}
 
-	var added []InjectedGPU
+	var added []api.InjectedGPU
 	for _, g := range gpus {
 		if o, ok := g.(map[string]any); ok && ours.Has(str(o["name"])) {
-			added = append(added, InjectedGPU{Name: str(o["name"]), DeviceName: str(o["deviceName"])})
+			added = append(added, api.InjectedGPU{Name: str(o["name"]), DeviceName: str(o["deviceName"])})
 		}
 	}
 	if m.prev.GPUs != nil {
 		moved = sets.List(sets.New(moved...).Insert(m.prev.GPUs.MovedResources...))
 	}
 	if len(added) > 0 || len(moved) > 0 {
-		m.injected.GPUs = &InjectedGPUs{Added: added, MovedResources: moved}
+		m.injected.GPUs = &api.InjectedGPUs{Added: added, MovedResources: moved}
 	}
 	if len(reqs) == 0 && len(moved) == 0 && !hadOurs {
 		return nil

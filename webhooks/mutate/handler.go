@@ -10,7 +10,6 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -18,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/webhooks/admit"
 	"github.com/virtstation/virtstation/webhooks/provenance"
 )
 
@@ -80,7 +80,7 @@ var _ admission.Handler = (*Handler)(nil)
 
 // Handle implements admission.Handler.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+	if !admit.CreateOrUpdate(req) {
 		return admission.Allowed("")
 	}
 	if req.Kind.Group != kubevirtv1.GroupVersion.Group || req.Kind.Kind != kubevirtv1.VirtualMachineGroupVersionKind.Kind {
@@ -97,7 +97,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if h.revision != nil {
 		in.PolicyRevision = h.revision()
 	}
-	dryRun := req.DryRun != nil && *req.DryRun
+	dryRun := admit.DryRun(req)
 	cluster := h.cluster
 	if dryRun {
 		cluster = stashedCluster{Cluster: h.cluster, stash: &h.dryRun, uid: req.UID}
@@ -108,10 +108,10 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "mutation failed", "uid", req.UID, "namespace", in.Namespace, "name", in.Name)
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not mutate the VirtualMachine; see the webhook log for request %s", req.UID))
+		return admit.Internal(req.UID, "mutate the VirtualMachine")
 	}
 	if len(res.Denied) > 0 {
-		resp := Deny(res.Denied)
+		resp := admit.Deny(res.Denied)
 		resp.Warnings = res.Warnings
 		return resp
 	}
@@ -128,13 +128,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	ops, err := Patch(in.Object, res.Object)
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "build patch", "uid", req.UID, "namespace", in.Namespace, "name", in.Name)
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not build the patch; see the webhook log for request %s", req.UID))
+		return admit.Internal(req.UID, "build the patch")
 	}
-	resp := admission.Patched("", ops...)
-	if len(ops) > 0 {
-		pt := admissionv1.PatchTypeJSONPatch
-		resp.PatchType = &pt
-	}
+	resp := admit.Patched(ops)
 	resp.Warnings = res.Warnings
 	return resp
 }
@@ -183,18 +179,18 @@ func (h *Handler) writeSecrets(ctx context.Context, req admission.Request, in In
 	for i, err := range errs {
 		w := writes[i]
 		if owner := (*OwnedSecretError)(nil); errors.As(err, &owner) {
-			return Deny(field.ErrorList{field.Forbidden(field.NewPath("metadata", "name"), fmt.Sprintf(
+			return admit.Deny(field.ErrorList{field.Forbidden(field.NewPath("metadata", "name"), fmt.Sprintf(
 				"Secret %s/%s belongs to VirtualMachine %s (uid %s), which still exists; Virtstation never overwrites another VM's Secret (rule: secrets; fix: rename this VM, or delete the other one first)",
 				w.Secret.Namespace, w.Secret.Name, owner.Owner, owner.UID))}), false
 		}
 		if errors.Is(err, ErrForeignSecret) {
-			return Deny(field.ErrorList{field.Forbidden(field.NewPath("metadata", "name"), fmt.Sprintf(
+			return admit.Deny(field.ErrorList{field.Forbidden(field.NewPath("metadata", "name"), fmt.Sprintf(
 				"Secret %s/%s already exists and is not managed by virtstation (label %s=%s); Virtstation needs that name for this VM (rule: secrets; fix: rename or remove that Secret, or rename the VM)",
 				w.Secret.Namespace, w.Secret.Name, api.LabelManagedBy, api.ManagedByValue))}), false
 		}
 		if err != nil {
 			logf.FromContext(ctx).Error(err, "write secret", "uid", req.UID, "secret", w.Secret.Name)
-			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not write Secret %s; see the webhook log for request %s", w.Secret.Name, req.UID)), false
+			return admit.Internal(req.UID, "write Secret %s", w.Secret.Name), false
 		}
 	}
 	return admission.Response{}, true
@@ -220,17 +216,4 @@ func decodeInput(req admission.Request) (Input, error) {
 		}
 	}
 	return in, nil
-}
-
-// Deny builds a 403 response whose message lists every field error (path,
-// rule and fix) and whose status details carry them as causes, as the API
-// server's own validation does.
-func Deny(errs field.ErrorList) admission.Response {
-	resp := admission.Denied(errs.ToAggregate().Error())
-	causes := make([]metav1.StatusCause, 0, len(errs))
-	for _, e := range errs {
-		causes = append(causes, metav1.StatusCause{Type: metav1.CauseType(e.Type), Message: e.ErrorBody(), Field: e.Field})
-	}
-	resp.Result.Details = &metav1.StatusDetails{Causes: causes}
-	return resp
 }

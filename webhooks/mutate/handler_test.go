@@ -53,7 +53,7 @@ type patchOp struct {
 }
 
 func TestHandlerHandle(t *testing.T) {
-	pinned := vmJSON(ann(api.AnnotationInjected, injected(InjectedMAC{Interface: "default", Address: derivedMAC, Source: SourceDerived})), podSpec(masquerade(derivedMAC)))
+	pinned := vmJSON(ann(api.AnnotationInjected, injected(api.InjectedMAC{Interface: "default", Address: derivedMAC, Source: api.MACSourceDerived})), podSpec(masquerade(derivedMAC)))
 	noNamespace := strings.Replace(vmJSON(nil, podSpec(masquerade(""))), `"namespace":"ns",`, "", 1)
 
 	cases := map[string]struct {
@@ -87,7 +87,7 @@ func TestHandlerHandle(t *testing.T) {
 			wantAllowed: true,
 			wantPatch: []patchOp{
 				{op: "add", path: "/spec/template/spec/domain/devices/interfaces/0/macAddress", value: derivedMAC},
-				{op: "add", path: "/metadata/annotations", value: map[string]any{api.AnnotationInjected: injected(InjectedMAC{Interface: "default", Address: derivedMAC, Source: SourceDerived})}},
+				{op: "add", path: "/metadata/annotations", value: map[string]any{api.AnnotationInjected: injected(api.InjectedMAC{Interface: "default", Address: derivedMAC, Source: api.MACSourceDerived})}},
 			},
 		},
 		"create takes the namespace from the request": {
@@ -253,7 +253,7 @@ func equalJSON(a, b any) bool {
 // for the same request, the user's data must still be found.
 func TestDryRunReinvocation(t *testing.T) {
 	cluster := NewStaticCluster(nil)
-	cluster.AddDataDisk(KindPVC, testNamespace, "home", map[string]string{api.LabelDataDisk: api.LabelTrue})
+	cluster.AddDataDisk(api.KindPVC, testNamespace, "home", map[string]string{api.LabelDataDisk: api.LabelTrue})
 	h := NewHandler(cluster)
 	const userData = "#cloud-config\npackages: [git]\n"
 	vm := vmJSON(ann(api.AnnotationDataDisks, "home:/home"), `{"domain":{"devices":{"disks":[{"name":"ci","disk":{}}]}},"volumes":[{"name":"ci","cloudInitNoCloud":{"userData":"`+strings.ReplaceAll(userData, "\n", `\n`)+`"}}]}`)

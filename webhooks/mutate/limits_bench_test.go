@@ -56,7 +56,7 @@ func limitBenchCases(tb testing.TB) []limitBenchCase {
 		c.CollectKeys = fakeCollectKeys
 		c.AddSecret(testKeySecret())
 		for _, d := range disks {
-			c.AddDataDisk(KindDataVolume, testNamespace, d, stepLabelDataDisk)
+			c.AddDataDisk(api.KindDataVolume, testNamespace, d, stepLabelDataDisk)
 		}
 		return c
 	}

@@ -52,7 +52,7 @@ func gpuAnnotation(n int) string {
 }
 
 func TestMutateLimits(t *testing.T) {
-	addHome := func(c *StaticCluster) { c.AddDataDisk(KindDataVolume, testNamespace, "home", stepLabelDataDisk) }
+	addHome := func(c *StaticCluster) { c.AddDataDisk(api.KindDataVolume, testNamespace, "home", stepLabelDataDisk) }
 	distinctKeys := make([]any, 0, 2*(api.MaxGPUs+1))
 	for i := range api.MaxGPUs + 1 {
 		distinctKeys = append(distinctKeys, fmt.Sprintf("vendor%d.com/gpu", i), "0")

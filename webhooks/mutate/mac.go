@@ -143,12 +143,12 @@ func (m *mutation) keepMAC(target podTarget, setting api.MACSetting, self types.
 
 // chooseMAC picks the MAC for an interface that has none, and the record of
 // it (nil when the MAC is the user's own, restored from the stored object).
-func (m *mutation) chooseMAC(target podTarget, setting api.MACSetting, self types.NamespacedName) (net.HardwareAddr, *InjectedMAC, error) {
+func (m *mutation) chooseMAC(target podTarget, setting api.MACSetting, self types.NamespacedName) (net.HardwareAddr, *api.InjectedMAC, error) {
 	// An UPDATE that drops the MAC (kubectl replace, a GitOps tool) keeps
 	// the stored one: the MAC of an existing VM never changes.
 	if old := m.storedMAC(target.name); old != nil {
-		var record *InjectedMAC
-		if prev, err := ParseInjected(m.in.OldVM.Annotations[api.AnnotationInjected]); err == nil &&
+		var record *api.InjectedMAC
+		if prev, err := api.ParseInjected(m.in.OldVM.Annotations[api.AnnotationInjected]); err == nil &&
 			prev.MAC != nil && prev.MAC.Interface == target.name && strings.EqualFold(prev.MAC.Address, old.String()) {
 			record = prev.MAC
 		}
@@ -158,7 +158,7 @@ func (m *mutation) chooseMAC(target podTarget, setting api.MACSetting, self type
 		if err := m.warnDuplicate(setting.Address, self); err != nil {
 			return nil, nil, err
 		}
-		return setting.Address, &InjectedMAC{Interface: target.name, Address: setting.Address.String(), Source: SourceAnnotation}, nil
+		return setting.Address, &api.InjectedMAC{Interface: target.name, Address: setting.Address.String(), Source: api.MACSourceAnnotation}, nil
 	}
 	var lookupErr error
 	taken := func(addr net.HardwareAddr) bool {
@@ -176,7 +176,7 @@ func (m *mutation) chooseMAC(target podTarget, setting api.MACSetting, self type
 	if err != nil {
 		return nil, nil, err
 	}
-	return addr, &InjectedMAC{Interface: target.name, Address: addr.String(), Source: SourceDerived}, nil
+	return addr, &api.InjectedMAC{Interface: target.name, Address: addr.String(), Source: api.MACSourceDerived}, nil
 }
 
 // macSeedName is the name the MAC is derived from. A VM created with

@@ -40,7 +40,7 @@ type Result struct {
 	// Object is the mutated object.
 	Object map[string]any
 	// Injected is what the webhook did, as also recorded in the annotation.
-	Injected Injected
+	Injected api.Injected
 	// Warnings explain what was skipped; they go back as admission warnings.
 	Warnings []string
 	// Denied, when not empty, rejects the admission.
@@ -58,8 +58,8 @@ type mutation struct {
 	// obj is the object being built.
 	obj map[string]any
 	// prev is the record a previous admission left on the object.
-	prev     Injected
-	injected Injected
+	prev     api.Injected
+	injected api.Injected
 	warnings []string
 	denied   field.ErrorList
 	// secrets are written by the handler on non-dry-run admissions.
@@ -106,7 +106,7 @@ func Mutate(ctx context.Context, in Input, cluster Cluster) (Result, error) {
 	if checkAnnotationSizes(m); len(m.denied) > 0 {
 		return Result{Denied: m.denied}, nil
 	}
-	prev, err := ParseInjected(in.VM.Annotations[api.AnnotationInjected])
+	prev, err := api.ParseInjected(in.VM.Annotations[api.AnnotationInjected])
 	if err != nil {
 		// A record that does not parse is ours to rewrite, not a user error.
 		m.warnings = append(m.warnings, fmt.Sprintf("annotation %s was not valid JSON and is rewritten", api.AnnotationInjected))
@@ -175,10 +175,10 @@ func (m *mutation) deny(errs field.ErrorList, rule, fix string) {
 }
 
 // oldInjected is the record on the stored object (UPDATE), or empty.
-func (m *mutation) oldInjected() Injected {
+func (m *mutation) oldInjected() api.Injected {
 	if m.in.OldVM == nil {
-		return Injected{}
+		return api.Injected{}
 	}
-	rec, _ := ParseInjected(m.in.OldVM.Annotations[api.AnnotationInjected])
+	rec, _ := api.ParseInjected(m.in.OldVM.Annotations[api.AnnotationInjected])
 	return rec
 }

@@ -75,8 +75,8 @@ func ann(kv ...string) map[string]string {
 }
 
 // injected is the virtstation.io/injected value recording m.
-func injected(m InjectedMAC) string {
-	b, err := json.Marshal(Injected{MAC: &m})
+func injected(m api.InjectedMAC) string {
+	b, err := json.Marshal(api.Injected{MAC: &m})
 	if err != nil {
 		panic(err)
 	}
@@ -119,17 +119,17 @@ type mutateCase struct {
 
 	// want is the mutated object; unset when the case is denied.
 	want         string
-	wantInjected *InjectedMAC
+	wantInjected *api.InjectedMAC
 	// wantWarnings are substrings, one per warning, in order.
 	wantWarnings []string
 	wantDenied   field.ErrorList
 }
 
 func mutateCases() map[string]mutateCase {
-	derived := InjectedMAC{Interface: "default", Address: derivedMAC, Source: SourceDerived}
-	added := InjectedMAC{Interface: "default", Address: derivedMAC, Source: SourceDerived, AddedInterface: true}
-	fromAnnotation := InjectedMAC{Interface: "default", Address: fixedMAC, Source: SourceAnnotation}
-	pinnedUserMAC := InjectedMAC{Interface: "default", Address: userMAC, Source: SourceDerived}
+	derived := api.InjectedMAC{Interface: "default", Address: derivedMAC, Source: api.MACSourceDerived}
+	added := api.InjectedMAC{Interface: "default", Address: derivedMAC, Source: api.MACSourceDerived, AddedInterface: true}
+	fromAnnotation := api.InjectedMAC{Interface: "default", Address: fixedMAC, Source: api.MACSourceAnnotation}
+	pinnedUserMAC := api.InjectedMAC{Interface: "default", Address: userMAC, Source: api.MACSourceDerived}
 	multus := `{"domain":{"devices":{"interfaces":[{"name":"net1","bridge":{}}]}},"networks":[{"name":"net1","multus":{"networkName":"br1"}}]}`
 	futureSpec := func(mac string) string {
 		iface := `{"name":"default","masquerade":{},"futureIfaceField":["a",{"b":null}]`
@@ -266,14 +266,14 @@ func mutateCases() map[string]mutateCase {
 		"collision with another VM": {
 			vm:           vmJSON(nil, podSpec(masquerade(""))),
 			others:       []kubevirtv1.VirtualMachine{otherVM("elsewhere", "db", derivedMAC)},
-			want:         vmJSON(ann(api.AnnotationInjected, injected(InjectedMAC{Interface: "default", Address: rehashedMAC, Source: SourceDerived})), podSpec(masquerade(rehashedMAC))),
-			wantInjected: &InjectedMAC{Interface: "default", Address: rehashedMAC, Source: SourceDerived},
+			want:         vmJSON(ann(api.AnnotationInjected, injected(api.InjectedMAC{Interface: "default", Address: rehashedMAC, Source: api.MACSourceDerived})), podSpec(masquerade(rehashedMAC))),
+			wantInjected: &api.InjectedMAC{Interface: "default", Address: rehashedMAC, Source: api.MACSourceDerived},
 		},
 		"collision on the first rehash too": {
 			vm:           vmJSON(nil, podSpec(masquerade(""))),
 			others:       []kubevirtv1.VirtualMachine{otherVM("elsewhere", "db", derivedMAC), otherVM(testNamespace, "cache", strings.ToUpper(rehashedMAC))},
-			want:         vmJSON(ann(api.AnnotationInjected, injected(InjectedMAC{Interface: "default", Address: mac.Candidate("ns/web#2").String(), Source: SourceDerived})), podSpec(masquerade(mac.Candidate("ns/web#2").String()))),
-			wantInjected: &InjectedMAC{Interface: "default", Address: mac.Candidate("ns/web#2").String(), Source: SourceDerived},
+			want:         vmJSON(ann(api.AnnotationInjected, injected(api.InjectedMAC{Interface: "default", Address: mac.Candidate("ns/web#2").String(), Source: api.MACSourceDerived})), podSpec(masquerade(mac.Candidate("ns/web#2").String()))),
+			wantInjected: &api.InjectedMAC{Interface: "default", Address: mac.Candidate("ns/web#2").String(), Source: api.MACSourceDerived},
 		},
 		"this VM in the cache is no collision": {
 			vm:           vmJSON(nil, podSpec(masquerade(""))),

@@ -86,7 +86,7 @@ func TestHandlerWritesSecretsConcurrently(t *testing.T) {
 			cluster := NewStaticCluster(nil)
 			cluster.CollectKeys = fakeCollectKeys
 			cluster.AddSecret(testKeySecret())
-			cluster.AddDataDisk(KindDataVolume, testNamespace, "home", stepLabelDataDisk)
+			cluster.AddDataDisk(api.KindDataVolume, testNamespace, "home", stepLabelDataDisk)
 			secrets := newGatedSecrets(2, tc.errs)
 			h := NewHandler(cluster, WithSecretWriter(secrets))
 			resp := h.Handle(context.Background(), vmRequest(admissionv1.Create, vm, ""))

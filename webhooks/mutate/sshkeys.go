@@ -38,7 +38,7 @@ func setSSHKeys(m *mutation) error {
 	if err != nil {
 		return fmt.Errorf("read ssh keys: %w", err)
 	}
-	rec := &InjectedSSHKeys{User: setting.User, Propagation: setting.Propagation}
+	rec := &api.InjectedSSHKeys{User: setting.User, Propagation: setting.Propagation}
 	switch setting.Propagation {
 	case api.PropagationCloudInit:
 		m.cloudInitKeys = keys

@@ -6,20 +6,24 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/disks"
 )
 
 // StaticCluster answers Cluster from a fixed set of objects, for offline
 // rendering and unit tests. Build it with NewStaticCluster and the Add
 // methods before use; it is then safe for concurrent reads.
 type StaticCluster struct {
+	// Static finds data disks; NewStaticCluster starts it empty.
+	*disks.Static
 	macs    map[string][]types.NamespacedName
-	disks   map[types.NamespacedName]string
 	vmis    sets.Set[types.NamespacedName]
 	secrets map[types.NamespacedName]*corev1.Secret
 	// CollectKeys turns key Secrets into public keys; nil means no keys.
@@ -31,8 +35,8 @@ var _ Cluster = (*StaticCluster)(nil)
 // NewStaticCluster indexes vms the way the webhook's cache does.
 func NewStaticCluster(vms []kubevirtv1.VirtualMachine) *StaticCluster {
 	c := &StaticCluster{
+		Static:  disks.NewStatic(),
 		macs:    map[string][]types.NamespacedName{},
-		disks:   map[types.NamespacedName]string{},
 		vmis:    sets.New[types.NamespacedName](),
 		secrets: map[types.NamespacedName]*corev1.Secret{},
 	}
@@ -52,22 +56,24 @@ func NewStaticCluster(vms []kubevirtv1.VirtualMachine) *StaticCluster {
 // NewStaticCluster does); the other objects are shared.
 func (c *StaticCluster) WithVMs(vms []kubevirtv1.VirtualMachine) *StaticCluster {
 	out := NewStaticCluster(vms)
-	out.disks, out.vmis, out.secrets, out.CollectKeys = c.disks, c.vmis, c.secrets, c.CollectKeys
+	out.Static, out.vmis, out.secrets, out.CollectKeys = c.Static, c.vmis, c.secrets, c.CollectKeys
 	return out
 }
 
-// AddDataDisk records a DataVolume (KindDataVolume) or PVC (KindPVC) with
-// its labels; only those labelled a data disk are found by DataDisk. A
-// DataVolume wins over a PVC of the same name, as CDI's PVC belongs to it.
+// AddDataDisk records a DataVolume (api.KindDataVolume) or PVC (api.KindPVC)
+// with its labels in Static; only those labelled a data disk are attached.
+// A DataVolume wins over a PVC of the same name, as CDI's PVC belongs to it.
 func (c *StaticCluster) AddDataDisk(kind, namespace, name string, labels map[string]string) {
-	if labels[api.LabelDataDisk] != api.LabelTrue {
-		return
+	obj := &unstructured.Unstructured{}
+	if kind == api.KindDataVolume {
+		obj.SetGroupVersionKind(cdiv1beta1.SchemeGroupVersion.WithKind(kind))
+	} else {
+		obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
 	}
-	key := types.NamespacedName{Namespace: namespace, Name: name}
-	if c.disks[key] == KindDataVolume {
-		return
-	}
-	c.disks[key] = kind
+	obj.SetNamespace(namespace)
+	obj.SetName(name)
+	obj.SetLabels(labels)
+	c.Add(obj, namespace)
 }
 
 // AddVMI records a running VirtualMachineInstance.
@@ -83,12 +89,6 @@ func (c *StaticCluster) AddSecret(s *corev1.Secret) {
 // MACOwners implements Cluster.
 func (c *StaticCluster) MACOwners(_ context.Context, addr net.HardwareAddr) ([]types.NamespacedName, error) {
 	return append([]types.NamespacedName(nil), c.macs[addr.String()]...), nil
-}
-
-// DataDisk implements Cluster.
-func (c *StaticCluster) DataDisk(_ context.Context, namespace, name string) (string, bool, error) {
-	kind, ok := c.disks[types.NamespacedName{Namespace: namespace, Name: name}]
-	return kind, ok, nil
 }
 
 // VMIExists implements Cluster.

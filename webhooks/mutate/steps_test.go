@@ -275,12 +275,12 @@ var stepChecks = map[string]func(t *testing.T, res Result){
 		if got := listAt(t, res.Object, "spec", "template", "spec", "domain", "devices", "inputs"); !reflect.DeepEqual(got, tablet) {
 			t.Errorf("inputs = %s", toJSON(got))
 		}
-		want := Injected{
-			DataDisks: []InjectedDisk{{Name: "home", Kind: KindDataVolume, Disk: "vs-home", Serial: "home", Type: "disk", Bus: "virtio", MountPath: "/home"}},
-			GPUs:      &InjectedGPUs{Added: []InjectedGPU{{"gpu0", h200}}},
-			SSHKeys:   &InjectedSSHKeys{User: "alice", Propagation: api.PropagationCloudInit, Keys: 2},
-			Video:     &InjectedVideo{Type: "virtio", AddedTablet: true},
-			CloudInit: &InjectedCloudInit{Volume: "cloudinitdisk", Secret: vmUserDataSecret},
+		want := api.Injected{
+			DataDisks: []api.InjectedDisk{{Name: "home", Kind: api.KindDataVolume, Disk: "vs-home", Serial: "home", Type: "disk", Bus: "virtio", MountPath: "/home"}},
+			GPUs:      &api.InjectedGPUs{Added: []api.InjectedGPU{{Name: "gpu0", DeviceName: h200}}},
+			SSHKeys:   &api.InjectedSSHKeys{User: "alice", Propagation: api.PropagationCloudInit, Keys: 2},
+			Video:     &api.InjectedVideo{Type: "virtio", AddedTablet: true},
+			CloudInit: &api.InjectedCloudInit{Volume: "cloudinitdisk", Secret: vmUserDataSecret},
 		}
 		if !reflect.DeepEqual(res.Injected, want) {
 			t.Errorf("Injected = %s, want %s", toJSON(res.Injected), toJSON(want))

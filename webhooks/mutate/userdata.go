@@ -56,7 +56,7 @@ func mergeCloudInit(m *mutation) error {
 	if err != nil {
 		return fmt.Errorf("render cloud-config part: %w", err)
 	}
-	rec := &InjectedCloudInit{}
+	rec := &api.InjectedCloudInit{}
 	if idx < 0 {
 		volumes = append(volumes, map[string]any{"name": cloudInitVolume, "cloudInitNoCloud": map[string]any{}})
 		idx, kind = len(volumes)-1, "cloudInitNoCloud"
@@ -117,7 +117,7 @@ func mergeCloudInit(m *mutation) error {
 
 // unmergeCloudInit restores the user's own user-data when Virtstation has
 // nothing left to say, and drops the volume it added.
-func (m *mutation) unmergeCloudInit(volumes []any, idx int, kind string, prev *InjectedCloudInit) error {
+func (m *mutation) unmergeCloudInit(volumes []any, idx int, kind string, prev *api.InjectedCloudInit) error {
 	if idx < 0 {
 		return nil
 	}
@@ -177,7 +177,7 @@ func (m *mutation) unmergeCloudInit(volumes []any, idx int, kind string, prev *I
 // at Virtstation's Secret, recovered from it. userSecret is the user's own
 // Secret's name when the data lives there. ok is false when the admission is
 // denied.
-func (m *mutation) userData(src map[string]any, prev *InjectedCloudInit, fld *field.Path) (user []byte, userSecret string, base64Form, ok bool, err error) {
+func (m *mutation) userData(src map[string]any, prev *api.InjectedCloudInit, fld *field.Path) (user []byte, userSecret string, base64Form, ok bool, err error) {
 	if ref, _ := src["secretRef"].(map[string]any); ref != nil {
 		name := str(ref["name"])
 		ours := m.in.Name != "" && name == UserDataSecretName(m.in.Name)

@@ -38,7 +38,7 @@ func setVideo(m *mutation) error {
 		return fmt.Errorf("write video: %w", err)
 	}
 	video["type"] = typ
-	rec := &InjectedVideo{Type: typ}
+	rec := &api.InjectedVideo{Type: typ}
 	if len(devices.Inputs) == 0 {
 		if err := setList(m.obj, []any{map[string]any{"name": "tablet", "type": "tablet", "bus": "usb"}}, pathInputs); err != nil {
 			return fmt.Errorf("write inputs: %w", err)

@@ -92,7 +92,7 @@ func TestVMHandlerClaimsDisksConcurrently(t *testing.T) {
 						if gerr := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "b"}, &b); gerr != nil {
 							return gerr
 						}
-						b.Annotations = map[string]string{claims.AnnotationClaimedBy: "ns/winner", claims.AnnotationClaimedAt: time.Now().UTC().Format(time.RFC3339)}
+						b.Annotations = map[string]string{api.AnnotationClaimedBy: "ns/winner", api.AnnotationClaimedAt: time.Now().UTC().Format(time.RFC3339)}
 						if uerr := c.Update(ctx, &b); uerr != nil {
 							return uerr
 						}

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/virtstation/virtstation/api"
-	"github.com/virtstation/virtstation/webhooks/mutate"
+	"github.com/virtstation/virtstation/webhooks/admit"
 )
 
 // ConfigMapPath is where the validating webhook for policy ConfigMaps is
@@ -69,7 +68,7 @@ var _ admission.Handler = (*ConfigMapValidator)(nil)
 
 // Handle implements admission.Handler.
 func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+	if !admit.CreateOrUpdate(req) {
 		return admission.Allowed("")
 	}
 	var cm corev1.ConfigMap
@@ -105,14 +104,13 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 		perrs, pwarn, err := v.validatePolicy(ctx, &cm)
 		if err != nil {
 			logf.FromContext(ctx).Error(err, "check policy ConfigMap", "uid", req.UID, "configMap", cm.Name)
-			return admission.Errored(http.StatusInternalServerError, fmt.Errorf(
-				"virtstation could not check the policies; see the webhook log for request %s", req.UID))
+			return admit.Internal(req.UID, "check the policies")
 		}
 		errs = append(errs, perrs...)
 		warnings = append(warnings, pwarn...)
 	}
 	if len(errs) > 0 {
-		resp := mutate.Deny(errs)
+		resp := admit.Deny(errs)
 		resp.Warnings = warnings
 		return resp
 	}

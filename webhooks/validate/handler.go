@@ -3,13 +3,11 @@ package validate
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
@@ -19,7 +17,7 @@ import (
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
-	"github.com/virtstation/virtstation/webhooks/mutate"
+	"github.com/virtstation/virtstation/webhooks/admit"
 	"github.com/virtstation/virtstation/webhooks/provenance"
 )
 
@@ -70,7 +68,7 @@ var _ admission.Handler = (*VMHandler)(nil)
 
 // Handle implements admission.Handler.
 func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+	if !admit.CreateOrUpdate(req) {
 		return admission.Allowed("")
 	}
 	if !h.Engine.Ready() {
@@ -89,21 +87,20 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Allowed("")
 	}
 	self := types.NamespacedName{Namespace: req.Namespace, Name: r.Name}
-	disks, _ := api.ParseDataDisks(r.DataDisksSpec(), dataDisksPath)
-	targets := ClaimTargets(disks, r.VolumeDisks())
+	targets := ClaimTargets(r.DataDisks(), r.VolumeDisks())
 	names := make([]string, len(targets))
 	for i, t := range targets {
 		names[i] = t.Name
 	}
 	log := logf.FromContext(ctx).WithValues("uid", req.UID, "vm", self.String())
-	dryRun := req.DryRun != nil && *req.DryRun
+	dryRun := admit.DryRun(req)
 
 	for attempt := 0; attempt < maxClaimAttempts; attempt++ {
 		now := h.now()
 		snap, err := h.Snapshots.Snapshot(ctx, self.Namespace, self, names, attempt > 0, now)
 		if err != nil {
 			log.Error(err, "read disk state")
-			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not read the data disks' state; see the webhook log for request %s", req.UID))
+			return admit.Internal(req.UID, "read the data disks' state")
 		}
 		decision, err := h.Engine.EvaluateRequest(ctx, r, snap.States)
 		var bad *badInputError
@@ -116,11 +113,11 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 		}
 		if err != nil {
 			log.Error(err, "evaluate policies")
-			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not evaluate its policies; see the webhook log for request %s", req.UID))
+			return admit.Internal(req.UID, "evaluate its policies")
 		}
 		deny, warnings := enforce(log, h.Modes, h.DryRun, decision)
 		if len(deny) > 0 {
-			resp := mutate.Deny(ViolationErrors(deny))
+			resp := admit.Deny(ViolationErrors(deny))
 			resp.Warnings = warnings
 			return resp
 		}
@@ -139,11 +136,11 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 		}
 		if err != nil {
 			log.Error(err, "write claims")
-			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("virtstation could not record the disk claims; see the webhook log for request %s", req.UID))
+			return admit.Internal(req.UID, "record the disk claims")
 		}
 		return withWarnings(admission.Allowed(""), warnings)
 	}
-	return mutate.Deny(field.ErrorList{field.Forbidden(field.NewPath("metadata", "annotations").Key(api.AnnotationDataDisks),
+	return admit.Deny(field.ErrorList{field.Forbidden(field.NewPath("metadata", "annotations").Key(api.AnnotationDataDisks),
 		"the data disks' claims kept changing while this VM was admitted (rule: disk-claim; fix: try again)")})
 }
 
@@ -159,13 +156,14 @@ type ClaimTarget struct {
 }
 
 // ClaimTargets lists the disks a managed VM claims: those of its
-// data-disks annotation, in order, then those its volumes attach directly
+// data-disks annotation (as api.ParseDataDisks gives them: a cdrom is
+// ReadOnly), in order, then those its volumes attach directly
 // (which never repeat an annotated name). `virtstation render` claims the
 // same.
 func ClaimTargets(disks []api.DataDisk, direct []VolumeDisk) []ClaimTarget {
 	out := make([]ClaimTarget, 0, len(disks)+len(direct))
 	for _, d := range disks {
-		out = append(out, ClaimTarget{Name: d.Name, ReadOnly: d.ReadOnly || d.Type == api.DiskTypeCDROM})
+		out = append(out, ClaimTarget{Name: d.Name, ReadOnly: d.ReadOnly})
 	}
 	for _, d := range direct {
 		out = append(out, ClaimTarget{Name: d.Name, ReadOnly: d.ReadOnly, Direct: true})

@@ -140,8 +140,8 @@ func TestVMHandler(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(handlerScheme(t)).WithObjects(
 				holder,
 				labelledPVC("free", nil),
-				labelledPVC("taken", map[string]string{claims.AnnotationClaimedBy: "ns/holder", claims.AnnotationClaimedAt: old}),
-				labelledPVC("stale", map[string]string{claims.AnnotationClaimedBy: "ns/gone", claims.AnnotationClaimedAt: old}),
+				labelledPVC("taken", map[string]string{api.AnnotationClaimedBy: "ns/holder", api.AnnotationClaimedAt: old}),
+				labelledPVC("stale", map[string]string{api.AnnotationClaimedBy: "ns/gone", api.AnnotationClaimedAt: old}),
 				&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "root"}},
 			).Build()
 			modes := &atomic.Pointer[Modes]{}

@@ -91,6 +91,7 @@ func BuildInput(op, namespace, name string, object, oldObject []byte, userInfo a
 	r.metadataValue = objMap["metadata"]
 	r.metadata, _ = r.metadataValue.(map[string]any)
 	r.defaultNames(namespace, name)
+	r.parseDataDisks()
 	if spec, ok := objMap["spec"]; ok {
 		raw, err := json.Marshal(spec)
 		if err != nil {
@@ -127,6 +128,10 @@ type Request struct {
 	// object), and metadataValue as it is in the input document.
 	metadata      map[string]any
 	metadataValue any
+	// dataDisks is the virtstation.io/data-disks annotation, parsed once
+	// (nil when it is absent or dataDiskErrs is set).
+	dataDisks    []api.DataDisk
+	dataDiskErrs field.ErrorList
 	// volumeDisks are the disks the spec attaches outside the annotation.
 	volumeDisks []VolumeDisk
 }
@@ -154,19 +159,41 @@ func DecodeRequest(op, namespace, name string, object, oldObject []byte, userInf
 		r.metadata, _ = v.(map[string]any)
 	}
 	r.defaultNames(namespace, name)
+	r.parseDataDisks()
 	if err := r.parseVolumes(fields["spec"]); err != nil {
 		return Request{}, err
 	}
 	return r, nil
 }
 
+// parseDataDisks parses the virtstation.io/data-disks annotation, the one
+// time a request's is parsed: the claim targets, the volume disks and the
+// policy input all read the result.
+func (r *Request) parseDataDisks() {
+	r.dataDisks, r.dataDiskErrs = api.ParseDataDisks(r.DataDisksSpec(), dataDisksPath)
+	if len(r.dataDiskErrs) > 0 {
+		r.dataDisks = nil
+	}
+}
+
+// DataDisks is the parsed virtstation.io/data-disks annotation, with
+// defaults filled in (a cdrom is ReadOnly); nil when it is absent or does
+// not parse (DataDiskErrors).
+func (r Request) DataDisks() []api.DataDisk {
+	return r.dataDisks
+}
+
+// DataDiskErrors are the annotation's parse errors. The mutating webhook,
+// which runs first, denies such a VM; the policies see no data disks for it.
+func (r Request) DataDiskErrors() field.ErrorList {
+	return r.dataDiskErrs
+}
+
 // parseVolumes reads the disks the spec attaches outside the annotation.
 func (r *Request) parseVolumes(spec []byte) error {
-	var annotated []string
-	if disks, errs := api.ParseDataDisks(r.DataDisksSpec(), dataDisksPath); len(errs) == 0 {
-		for _, d := range disks {
-			annotated = append(annotated, d.Name)
-		}
+	annotated := make([]string, 0, len(r.dataDisks))
+	for _, d := range r.dataDisks {
+		annotated = append(annotated, d.Name)
 	}
 	v, err := ParseVolumeDisks(spec, annotated)
 	if err != nil {
@@ -282,7 +309,7 @@ func (r Request) input(disks map[string]DiskState, reads *inputShape) (map[strin
 		in["userInfo"] = user
 	}
 	if read("dataDisks") {
-		in["dataDisks"] = dataDisksValue(r.DataDisksSpec())
+		in["dataDisks"] = dataDisksValue(r.dataDisks)
 	}
 	if read("volumeDisks") {
 		in["volumeDisks"] = volumeDisksValue(r.volumeDisks)
@@ -303,12 +330,8 @@ type badInputError struct{ err error }
 func (e *badInputError) Error() string { return e.err.Error() }
 func (e *badInputError) Unwrap() error { return e.err }
 
-// dataDisksValue parses the annotation into the input's dataDisks list.
-func dataDisksValue(spec string) []any {
-	parsed, errs := api.ParseDataDisks(spec, dataDisksPath)
-	if len(errs) > 0 {
-		return []any{}
-	}
+// dataDisksValue is the input's dataDisks list of the parsed annotation.
+func dataDisksValue(parsed []api.DataDisk) []any {
 	out := make([]any, len(parsed))
 	for i, d := range parsed {
 		out[i] = map[string]any{

@@ -6,19 +6,16 @@ import (
 	"sort"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
+	"github.com/virtstation/virtstation/disks"
 )
 
-// Snapshotter reads the disk and claim state a VM's admission is judged on.
-// The first read of an admission comes from the informer caches; a retry
+// Snapshotter reads the disk and claim state a VM's admission is judged on;
+// which object a disk's name denotes is disks.Cache's answer. The first read of an admission comes from the informer caches; a retry
 // after a lost claim race reads through to the API server, since the cache
 // may not have seen the winner yet.
 type Snapshotter struct {
@@ -54,17 +51,17 @@ func (s Snapshotter) Snapshot(ctx context.Context, namespace string, self types.
 	if err := s.Cache.List(ctx, &vmis, client.InNamespace(namespace)); err != nil {
 		return Snapshot{}, fmt.Errorf("list VMIs: %w", err)
 	}
+	lookup := disks.Cache{Reader: r, NoDataVolumes: s.NoDataVolumes}
 	snap := Snapshot{States: make(map[string]DiskState, len(names)), Objects: map[string]client.Object{}, Dead: map[string][]string{}}
 	for _, name := range names {
-		obj, kind, err := s.readDisk(ctx, r, namespace, name)
+		disk, ok, err := lookup.Disk(ctx, namespace, name)
 		if err != nil {
 			return Snapshot{}, err
 		}
-		f := DiskFacts{Kind: kind, UsedBy: usedBy(vmis.Items, name, self)}
-		if obj != nil {
-			snap.Objects[name] = obj
-			f.Labelled = obj.GetLabels()[api.LabelDataDisk] == api.LabelTrue
-			f.Claims = claims.Read(obj)
+		f := DiskFacts{UsedBy: usedBy(vmis.Items, name, self)}
+		if ok {
+			snap.Objects[name] = disk.Object
+			f.Kind, f.Labelled, f.Claims = disk.Kind, disk.Labelled, disk.Claims
 			f.Claimants = map[string]claims.Facts{}
 			key := types.NamespacedName{Namespace: namespace, Name: name}
 			for _, holder := range f.Claims.Holders() {
@@ -83,30 +80,6 @@ func (s Snapshotter) Snapshot(ctx context.Context, namespace string, self types.
 		}
 	}
 	return snap, nil
-}
-
-// readDisk reads the DataVolume, else the PVC, of that name.
-func (s Snapshotter) readDisk(ctx context.Context, r client.Reader, namespace, name string) (client.Object, string, error) {
-	key := client.ObjectKey{Namespace: namespace, Name: name}
-	if !s.NoDataVolumes {
-		dv := &cdiv1beta1.DataVolume{}
-		err := r.Get(ctx, key, dv)
-		if err == nil {
-			return dv, "DataVolume", nil
-		}
-		if !apierrors.IsNotFound(err) {
-			return nil, "", fmt.Errorf("read DataVolume %s: %w", name, err)
-		}
-	}
-	pvc := &corev1.PersistentVolumeClaim{}
-	err := r.Get(ctx, key, pvc)
-	if err == nil {
-		return pvc, "PersistentVolumeClaim", nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return nil, "", fmt.Errorf("read PVC %s: %w", name, err)
-	}
-	return nil, "", nil
 }
 
 func (s Snapshotter) grace() time.Duration {

@@ -38,8 +38,8 @@ func stagesCluster() *mutate.StaticCluster {
 		Data:       map[string][]byte{"authorized_keys": []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIM+A+BzAeVbKARZ/Hth8zd13lHA/GpufS18bOYtokQH7 alice@example\n")},
 	})
 	labels := map[string]string{api.LabelDataDisk: api.LabelTrue}
-	c.AddDataDisk(mutate.KindDataVolume, "workstations", "home-0000", labels)
-	c.AddDataDisk(mutate.KindPVC, "workstations", "scratch-0000", labels)
+	c.AddDataDisk(api.KindDataVolume, "workstations", "home-0000", labels)
+	c.AddDataDisk(api.KindPVC, "workstations", "scratch-0000", labels)
 	return c
 }
 

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/virtstation/virtstation/api"
-	"github.com/virtstation/virtstation/webhooks/mutate"
+	"github.com/virtstation/virtstation/webhooks/admit"
 )
 
 // UnmanagedVMPath is where the claim check for VirtualMachines that
@@ -87,7 +87,7 @@ type unmanagedVM struct {
 
 // Handle implements admission.Handler.
 func (h *UnmanagedVMHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+	if !admit.CreateOrUpdate(req) {
 		return admission.Allowed("")
 	}
 	log := logf.FromContext(ctx).WithValues("uid", req.UID, "namespace", req.Namespace, "name", req.Name)
@@ -128,7 +128,7 @@ func (h *UnmanagedVMHandler) Handle(ctx context.Context, req admission.Request) 
 	}
 	deny, warnings := enforce(log, h.Modes, h.DryRun, Decision{Deny: UnmanagedViolations(attached, snap.States)})
 	if len(deny) > 0 {
-		resp := mutate.Deny(ViolationErrors(deny))
+		resp := admit.Deny(ViolationErrors(deny))
 		resp.Warnings = warnings
 		return resp
 	}

@@ -123,8 +123,8 @@ func startServer(ctx context.Context, tb testing.TB, ns string) *server {
 	cluster.AddSecret(keys)
 	labels := map[string]string{api.LabelDataDisk: api.LabelTrue}
 	dvName, pvcName := dataDiskNames(0)
-	cluster.AddDataDisk(mutate.KindDataVolume, ns, dvName, labels)
-	cluster.AddDataDisk(mutate.KindPVC, ns, pvcName, labels)
+	cluster.AddDataDisk(api.KindDataVolume, ns, dvName, labels)
+	cluster.AddDataDisk(api.KindPVC, ns, pvcName, labels)
 	objs := []client.Object{
 		&cdiv1beta1.DataVolume{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: dvName, Labels: labels}},
 		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pvcName, Labels: labels}},

@@ -65,7 +65,7 @@ func (r *Reporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if !r.shouldReport(&vm, record) || record == "" {
 		return ctrl.Result{}, nil
 	}
-	in, err := mutate.ParseInjected(record)
+	in, err := api.ParseInjected(record)
 	if err != nil {
 		return ctrl.Result{}, nil // not ours to fix here; the webhook rewrites it
 	}

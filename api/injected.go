@@ -1,4 +1,4 @@
-package mutate
+package api
 
 import (
 	"encoding/json"
@@ -6,8 +6,10 @@ import (
 	"strings"
 )
 
-// Injected is the record of what the webhook did, stored as JSON in the
-// virtstation.io/injected annotation. Each step owns one field.
+// Injected is the record of what the mutating webhook did, stored as JSON in
+// the virtstation.io/injected annotation (AnnotationInjected). Each mutation
+// step owns one field. The mutating webhook writes it; the claim reconciler,
+// the deletion guard and the injection reporter read it.
 type Injected struct {
 	MAC       *InjectedMAC       `json:"mac,omitempty"`
 	DataDisks []InjectedDisk     `json:"dataDisks,omitempty"`
@@ -21,7 +23,7 @@ type Injected struct {
 type InjectedDisk struct {
 	// Name of the DataVolume or PVC.
 	Name string `json:"name"`
-	// Kind is DataVolume or PersistentVolumeClaim.
+	// Kind is KindDataVolume or KindPVC.
 	Kind string `json:"kind"`
 	// Disk is the name of the disk and volume in the VM spec.
 	Disk string `json:"disk"`
@@ -84,7 +86,7 @@ type InjectedMAC struct {
 	Interface string `json:"interface"`
 	// Address is the pinned MAC.
 	Address string `json:"address"`
-	// Source is SourceDerived or SourceAnnotation.
+	// Source is MACSourceDerived or MACSourceAnnotation.
 	Source string `json:"source"`
 	// AddedInterface is true when the webhook created the default
 	// masquerade interface and pod network to pin the MAC on.
@@ -93,10 +95,10 @@ type InjectedMAC struct {
 
 // Sources of a pinned MAC.
 const (
-	// SourceDerived: hashed from the VM's namespace and name.
-	SourceDerived = "derived"
-	// SourceAnnotation: given in the virtstation.io/mac annotation.
-	SourceAnnotation = "annotation"
+	// MACSourceDerived: hashed from the VM's namespace and name.
+	MACSourceDerived = "derived"
+	// MACSourceAnnotation: given in the virtstation.io/mac annotation.
+	MACSourceAnnotation = "annotation"
 )
 
 // IsZero reports whether nothing was injected.
