@@ -93,7 +93,7 @@ unit:
 ## bench: benchmarks with their peers, side by side (see docs/benchmarks.md).
 bench: envtest-bins test-deps
 	$(GO) test ./webhooks/validate -run '^$$' -bench BenchmarkEvaluateVsCEL -benchmem -count 5
-	$(GO) test ./webhooks/validate -run '^$$' -bench BenchmarkAdmissionStages -benchmem -count 5
+	$(GO) test ./test/bench/admission -run '^$$' -bench BenchmarkAdmissionStages -benchmem -count 5
 	$(GO) test ./webhooks/mutate -run '^$$' -bench BenchmarkMutatingWebhookLimits -benchmem -count 5
 	$(GO) test ./webhooks/mutate -run '^$$' -bench BenchmarkMutateShortcuts -benchmem -count 5
 	$(GO) test ./test/bench/admission -run '^$$' -bench BenchmarkWebhookCalls -benchmem -benchtime 1000x -count 5

@@ -1,4 +1,4 @@
-package validate
+package admission_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/webhooks/mutate"
+	"github.com/virtstation/virtstation/webhooks/validate"
 )
 
 // fullVM is issue 8's full VM, as test/bench/admission creates it: MAC,
@@ -69,7 +70,7 @@ func BenchmarkAdmissionStages(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	disks := map[string]DiskState{
+	disks := map[string]validate.DiskState{
 		"home-0000":    {Exists: true, Labelled: true, Kind: "DataVolume"},
 		"scratch-0000": {Exists: true, Labelled: true, Kind: "PersistentVolumeClaim"},
 	}
@@ -94,7 +95,7 @@ func BenchmarkAdmissionStages(b *testing.B) {
 	b.Run("validate-decode", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := DecodeRequest("CREATE", "workstations", vm.Name, mutated, nil, user); err != nil {
+			if _, err := validate.DecodeRequest("CREATE", "workstations", vm.Name, mutated, nil, user); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -129,14 +130,14 @@ func BenchmarkAdmissionStages(b *testing.B) {
 	b.Run("input", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := BuildInput("CREATE", "workstations", vm.Name, mutated, nil, user, disks); err != nil {
+			if _, err := validate.BuildInput("CREATE", "workstations", vm.Name, mutated, nil, user, disks); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("rego", func(b *testing.B) {
-		e := mustShippedEngine(b)
-		input, err := BuildInput("CREATE", "workstations", vm.Name, mutated, nil, user, disks)
+		e := stagesEngine(b)
+		input, err := validate.BuildInput("CREATE", "workstations", vm.Name, mutated, nil, user, disks)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -153,8 +154,8 @@ func BenchmarkAdmissionStages(b *testing.B) {
 	// input+rego is what the validating handler runs per claim attempt on
 	// the decoded request: the input parts the policies read, and rego.
 	b.Run("input+rego", func(b *testing.B) {
-		e := mustShippedEngine(b)
-		r, err := DecodeRequest("CREATE", "workstations", vm.Name, mutated, nil, user)
+		e := stagesEngine(b)
+		r, err := validate.DecodeRequest("CREATE", "workstations", vm.Name, mutated, nil, user)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -168,4 +169,15 @@ func BenchmarkAdmissionStages(b *testing.B) {
 			}
 		}
 	})
+}
+
+// stagesEngine is an engine with the shipped policies, as the webhook loads
+// them at start.
+func stagesEngine(b *testing.B) *validate.Engine {
+	b.Helper()
+	e := validate.NewEngine(0)
+	if _, err := e.Load(context.Background(), validate.ShippedModules()); err != nil {
+		b.Fatalf("load the shipped policies: %v", err)
+	}
+	return e
 }
