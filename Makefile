@@ -73,7 +73,7 @@ test-deps:
 	@hack/install-test-deps.sh
 
 ## test: unit tests, envtest integration tests, and generated-file drift.
-test: test-deps envtest-bins kubecli-peer verify-generated vet check-format cross policy-test ui-test chart-lint
+test: test-deps envtest-bins kubecli-peer verify-generated lint cross policy-test ui-test chart-lint
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" KUBECLI_PEER="$$(hack/kubecli-peer.sh)" $(GO) test $(TEST_FLAGS) ./...
 
 ## ui: rebuild the browser client (bridge/ui/dist) from web/ with npm. The
@@ -153,11 +153,12 @@ vet:
 
 ## lint: gofmt, go vet, and golangci-lint when it installs from the module proxy.
 GOLANGCI_LINT_VERSION := v2.15.0
-lint: vet check-format
-	@if [ ! -x $(BIN)/golangci-lint ]; then \
-	  GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) || \
-	  echo "lint: golangci-lint did not install; gofmt and go vet passed"; fi
-	@if [ -x $(BIN)/golangci-lint ]; then $(BIN)/golangci-lint run ./...; fi
+# golangci-lint is built once per machine, outside the clone, keyed by version.
+GOLANGCI_LINT := $(HOME)/.cache/virtstation/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
+$(GOLANGCI_LINT):
+	GOBIN=$(dir $(GOLANGCI_LINT)) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+lint: vet check-format $(GOLANGCI_LINT)
+	@$(GOLANGCI_LINT) run ./...
 
 ## cross: the virtstation CLI builds for every platform its users run it on.
 CROSS_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
