@@ -157,6 +157,7 @@ GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(HOME)/.cache/virtstation/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
 $(GOLANGCI_LINT):
 	GOBIN=$(dir $(GOLANGCI_LINT)) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
 lint: vet check-format $(GOLANGCI_LINT)
 	@$(GOLANGCI_LINT) run ./...
 
