@@ -315,7 +315,7 @@ func TestClientErrors(t *testing.T) {
 			// The error sticks, and the parser says it has failed.
 			p := newNormalClientParser(nil)
 			first := p.Feed(in, nil)
-			if again := p.Feed(fbur, func(Message) error { t.Fatal("emitted after an error"); return nil }); again != first || p.Phase() != PhaseFailed {
+			if again := p.Feed(fbur, func(Message) error { t.Fatal("emitted after an error"); return nil }); !errors.Is(again, first) || p.Phase() != PhaseFailed {
 				t.Errorf("after %v: Feed = %v, phase %v", first, again, p.Phase())
 			}
 		})
@@ -399,7 +399,7 @@ func TestEmitErrorStops(t *testing.T) {
 	in := cat([]byte{4, 1, 0, 0, 0, 0, 0, 'a'}, []byte{4, 0, 0, 0, 0, 0, 0, 'a'})
 	calls := 0
 	err := p.Feed(in, func(Message) error { calls++; return stop })
-	if err != stop || calls != 1 {
+	if !errors.Is(err, stop) || calls != 1 {
 		t.Fatalf("Feed = %v after %d calls, want %v after 1", err, calls, stop)
 	}
 	if errors.Is(err, ErrProtocol) {

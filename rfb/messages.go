@@ -193,23 +193,56 @@ type QEMUAudio struct {
 	Frequency    uint32
 }
 
-// Name implements Body: the message's name in the RFB specification.
-func (ProtocolVersion) Name() string          { return "ProtocolVersion" }
-func (SecurityChoice) Name() string           { return "SecurityChoice" }
-func (VNCAuthResponse) Name() string          { return "VNCAuthResponse" }
-func (ClientInit) Name() string               { return "ClientInit" }
-func (SetPixelFormat) Name() string           { return "SetPixelFormat" }
-func (SetEncodings) Name() string             { return "SetEncodings" }
+// Name implements Body: "ProtocolVersion", as the RFB specification names it.
+func (ProtocolVersion) Name() string { return "ProtocolVersion" }
+
+// Name implements Body: "SecurityChoice", as the RFB specification names it.
+func (SecurityChoice) Name() string { return "SecurityChoice" }
+
+// Name implements Body: "VNCAuthResponse", as the RFB specification names it.
+func (VNCAuthResponse) Name() string { return "VNCAuthResponse" }
+
+// Name implements Body: "ClientInit", as the RFB specification names it.
+func (ClientInit) Name() string { return "ClientInit" }
+
+// Name implements Body: "SetPixelFormat", as the RFB specification names it.
+func (SetPixelFormat) Name() string { return "SetPixelFormat" }
+
+// Name implements Body: "SetEncodings", as the RFB specification names it.
+func (SetEncodings) Name() string { return "SetEncodings" }
+
+// Name implements Body: "FramebufferUpdateRequest", as the RFB
+// specification names it.
 func (FramebufferUpdateRequest) Name() string { return "FramebufferUpdateRequest" }
-func (KeyEvent) Name() string                 { return "KeyEvent" }
-func (PointerEvent) Name() string             { return "PointerEvent" }
-func (ClientCutText) Name() string            { return "ClientCutText" }
-func (EnableContinuousUpdates) Name() string  { return "EnableContinuousUpdates" }
-func (ClientFence) Name() string              { return "ClientFence" }
-func (XVP) Name() string                      { return "xvp" }
-func (SetDesktopSize) Name() string           { return "SetDesktopSize" }
-func (QEMUExtendedKeyEvent) Name() string     { return "QEMUExtendedKeyEvent" }
-func (QEMUAudio) Name() string                { return "QEMUAudio" }
+
+// Name implements Body: "KeyEvent", as the RFB specification names it.
+func (KeyEvent) Name() string { return "KeyEvent" }
+
+// Name implements Body: "PointerEvent", as the RFB specification names it.
+func (PointerEvent) Name() string { return "PointerEvent" }
+
+// Name implements Body: "ClientCutText", as the RFB specification names it.
+func (ClientCutText) Name() string { return "ClientCutText" }
+
+// Name implements Body: "EnableContinuousUpdates", as the RFB
+// specification names it.
+func (EnableContinuousUpdates) Name() string { return "EnableContinuousUpdates" }
+
+// Name implements Body: "ClientFence", as the RFB specification names it.
+func (ClientFence) Name() string { return "ClientFence" }
+
+// Name implements Body: "xvp", as the RFB specification names it.
+func (XVP) Name() string { return "xvp" }
+
+// Name implements Body: "SetDesktopSize", as the RFB specification names it.
+func (SetDesktopSize) Name() string { return "SetDesktopSize" }
+
+// Name implements Body: "QEMUExtendedKeyEvent", as the RFB
+// specification names it.
+func (QEMUExtendedKeyEvent) Name() string { return "QEMUExtendedKeyEvent" }
+
+// Name implements Body: "QEMUAudio", as the RFB specification names it.
+func (QEMUAudio) Name() string { return "QEMUAudio" }
 
 func (ProtocolVersion) isBody()          {}
 func (SecurityChoice) isBody()           {}

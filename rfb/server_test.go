@@ -1,6 +1,7 @@
 package rfb
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 )
@@ -291,7 +292,7 @@ func TestServerErrors(t *testing.T) {
 func TestServerErrorSticks(t *testing.T) {
 	tr := newNormalTracker(nil, pf32)
 	first := tr.Feed([]byte{7}, nil)
-	if first == nil || tr.Feed(bell, func(Event) { t.Fatal("event after an error") }) != first || tr.Phase() != PhaseFailed {
+	if first == nil || !errors.Is(tr.Feed(bell, func(Event) { t.Fatal("event after an error") }), first) || tr.Phase() != PhaseFailed {
 		t.Fatalf("Feed = %v, phase %v", first, tr.Phase())
 	}
 }

@@ -14,13 +14,13 @@ import (
 type CertMode string
 
 const (
-	// CertModeExternal: tls.crt and tls.key in the cert dir come from
+	// CertModeExternal means tls.crt and tls.key in the cert dir come from
 	// outside (cert-manager through a Secret volume); the server reloads
 	// them when they change, and cert-manager's cainjector fills caBundle.
 	CertModeExternal CertMode = "external"
-	// CertModeSelf: the webhook keeps its own CA and serving certificate in
-	// a Secret, writes them into the cert dir and keeps the webhook
-	// configurations' caBundle in sync (package certs).
+	// CertModeSelf means the webhook keeps its own CA and serving
+	// certificate in a Secret, writes them into the cert dir and keeps the
+	// webhook configurations' caBundle in sync (package certs).
 	CertModeSelf CertMode = "self"
 )
 

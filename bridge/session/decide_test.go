@@ -193,7 +193,7 @@ func TestLostReason(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := lostReason(tc.lease, "a/s1"); !errors.Is(got, tc.want) && got != tc.want {
+			if got := lostReason(tc.lease, "a/s1"); !errors.Is(got, tc.want) {
 				t.Errorf("lostReason = %v, want %v", got, tc.want)
 			}
 		})

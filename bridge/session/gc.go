@@ -12,12 +12,13 @@ type Garbage int
 const (
 	// Keep the Lease.
 	Keep Garbage = iota
-	// DeleteIfVMGone: the Lease is a session slot nobody can be using
+	// DeleteIfVMGone means the Lease is a session slot nobody can be using
 	// (released, or unchanged for longer than the grace); delete it once
 	// its VM no longer exists.
 	DeleteIfVMGone
-	// Delete: the Lease is a heartbeat its replica stopped renewing longer
-	// than the grace ago (the pod is gone); no session can depend on it.
+	// Delete means the Lease is a heartbeat its replica stopped renewing
+	// longer than the grace ago (the pod is gone); no session can depend on
+	// it.
 	Delete
 )
 

@@ -144,7 +144,7 @@ func TestClassify(t *testing.T) {
 				t.Fatalf("classify = %v, want %v", err, tc.want)
 			}
 			for _, sentinel := range []error{ErrHostKeyChanged, ErrAuthFailed, ErrUnreachable, ErrBadHello} {
-				if sentinel != tc.want && errors.Is(err, sentinel) {
+				if !errors.Is(tc.want, sentinel) && errors.Is(err, sentinel) {
 					t.Fatalf("classify = %v, also %v", err, sentinel)
 				}
 			}

@@ -54,7 +54,7 @@ func TestDialRunsAShellOnAPTY(t *testing.T) {
 	if err := s.Wait(); !errors.As(err, &exit) || exit.ExitStatus() != 3 {
 		t.Fatalf("Wait = %v, want exit status 3", err)
 	}
-	if err := sc.waitEOF(t); err != io.EOF {
+	if err := sc.waitEOF(t); !errors.Is(err, io.EOF) {
 		t.Fatalf("Output ended with %v, want io.EOF", err)
 	}
 	if pinned, found, err := store.Get(context.Background(), vm); err != nil || !found || !sameKey(pinned, srv.HostKey) {

@@ -14,9 +14,11 @@ const (
 	// MaxControlBytes caps a control message; a resize is about 40 bytes.
 	MaxControlBytes = 1 << 10
 
-	// DefaultCols and DefaultRows are the terminal size when the first
-	// message leaves it out (or sends 0).
+	// DefaultCols is the terminal width when the first message leaves it
+	// out (or sends 0).
 	DefaultCols = 80
+	// DefaultRows is the terminal height when the first message leaves it
+	// out (or sends 0).
 	DefaultRows = 24
 	// MaxDimension bounds cols and rows; no screen shows more, and the
 	// guest's terminal allocates per cell.

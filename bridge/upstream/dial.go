@@ -36,8 +36,10 @@ const maxErrorBody = 4 << 10
 type Subresource string
 
 const (
+	// Console is the VMI's serial console (virtctl console).
 	Console Subresource = "console"
-	VNC     Subresource = "vnc"
+	// VNC is the VMI's graphical display, spoken as RFB (virtctl vnc).
+	VNC Subresource = "vnc"
 )
 
 var (

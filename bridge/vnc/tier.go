@@ -6,12 +6,14 @@ import "time"
 type Tier int
 
 const (
-	// Good: the client's own settings, requests forwarded as they come.
+	// Good keeps the client's own settings and forwards its requests as
+	// they come.
 	Good Tier = iota
-	// Fair: more compression, the best-compressing encoding first,
-	// incremental updates at most ~15 per second.
+	// Fair asks for more compression with the best-compressing encoding
+	// first, and forwards at most ~15 incremental updates per second.
 	Fair
-	// Poor: maximum compression, incremental updates at most ~5 per second.
+	// Poor asks for maximum compression and forwards at most ~5
+	// incremental updates per second.
 	Poor
 )
 

@@ -49,8 +49,8 @@ func TestDemoKubeconfig(t *testing.T) {
 			if got := cfg.BearerToken == "alice-token"; got != tc.wantToken {
 				t.Errorf("bearer token %q, want it sent: %v", cfg.BearerToken, tc.wantToken)
 			}
-			if tc.wantToken && cfg.TLSClientConfig.CAFile != f.ca() {
-				t.Errorf("CA file %q, want %q", cfg.TLSClientConfig.CAFile, f.ca())
+			if tc.wantToken && cfg.CAFile != f.ca() {
+				t.Errorf("CA file %q, want %q", cfg.CAFile, f.ca())
 			}
 			if ns, _, err := cc.Namespace(); err != nil || ns != demoNamespace {
 				t.Errorf("namespace %q (%v), want %q", ns, err, demoNamespace)

@@ -226,7 +226,7 @@ func (vm *VM) dial(ctx context.Context, path string) (net.Conn, error) {
 		case <-vm.exited:
 			return nil, fmt.Errorf("qemu exited before %s accepted connections%s", path, vm.outputSuffix())
 		case <-ctx.Done():
-			return nil, fmt.Errorf("qemu: %s: %w (last error: %v)%s", path, ctx.Err(), err, vm.outputSuffix())
+			return nil, fmt.Errorf("qemu: %s: %w (last error: %w)%s", path, ctx.Err(), err, vm.outputSuffix())
 		case <-time.After(pollInterval):
 		}
 	}

@@ -367,7 +367,10 @@ func waitReady(ctx context.Context, addr string, p *process) error {
 		}
 		select {
 		case <-p.exited:
-			return fmt.Errorf("sshd exited: %v", p.err)
+			if p.err == nil {
+				return errors.New("sshd exited with status 0")
+			}
+			return fmt.Errorf("sshd exited: %w", p.err)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(probeInterval):

@@ -1,4 +1,4 @@
-// Package envtest is Virtstation's integration harness: a real kube-apiserver
+// Package testenv is Virtstation's integration harness: a real kube-apiserver
 // and etcd started through controller-runtime's envtest, with the real
 // KubeVirt, CDI and cert-manager CRDs (internal/testenv/crds), the webhook
 // configurations from config/webhook, and the webhook server running in the

@@ -289,7 +289,7 @@ test_four_disks_allowed if {
 			return fmt.Errorf("5 disks admitted")
 		}
 		if !strings.Contains(err.Error(), "rule: disk-limit") {
-			return fmt.Errorf("denied, but not by disk-limit: %v", err)
+			return fmt.Errorf("denied, but not by disk-limit: %w", err)
 		}
 		return nil
 	})

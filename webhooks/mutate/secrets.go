@@ -17,12 +17,13 @@ import (
 	"github.com/virtstation/virtstation/api"
 )
 
-// ErrForeignSecret: a Secret Virtstation needs exists and belongs to
+// ErrForeignSecret means a Secret Virtstation needs exists and belongs to
 // someone else. The admission is denied rather than the Secret overwritten.
 var ErrForeignSecret = errors.New("secret exists and is not managed by virtstation")
 
-// OwnedSecretError: a Secret Virtstation needs is managed by it but owned
-// by another VirtualMachine that still exists (the same name, another UID).
+// OwnedSecretError reports that a Secret Virtstation needs is managed by it
+// but owned by another VirtualMachine that still exists (the same name,
+// another UID).
 // The admission is denied rather than that VM's Secret overwritten.
 type OwnedSecretError struct {
 	// Owner is the live VM ("<ns>/<name>") and UID its UID.

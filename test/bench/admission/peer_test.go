@@ -99,7 +99,7 @@ func installPeer(ctx context.Context, c client.Client, ns string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the ValidatingAdmissionPolicy peer is not enforced after %s: denied VM: %v; plain VM: %v",
+			return fmt.Errorf("the ValidatingAdmissionPolicy peer is not enforced after %s: denied VM: %w; plain VM: %w",
 				peerReadyTimeout, orNone(errBad), orNone(errGood))
 		}
 		time.Sleep(200 * time.Millisecond)
