@@ -52,7 +52,7 @@ func (s *Server) session(m mode, byVM bool) http.HandlerFunc {
 			s.running.done()
 			return
 		}
-		go func() {
+		go func() { //nolint:contextcheck // the session outlives the request; release derives from the Server's context with WithoutCancel
 			defer s.running.done()
 			l.run()
 		}()
@@ -104,7 +104,7 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, m mode, byVM bool)
 		return nil
 	}
 	l := &live{s: s, m: m, sess: sess, log: s.sessionLog.WithValues("mode", m.name, "vm", ns+"/"+name, "user", user.Name)}
-	defer func() {
+	defer func() { //nolint:contextcheck // release frees the Lease even after the request's context ended; it derives from the Server's with WithoutCancel
 		if l.client == nil { // not handed over: the session never started
 			l.release()
 		}

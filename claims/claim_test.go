@@ -206,13 +206,13 @@ func TestClaimedErrorNamesTheHolder(t *testing.T) {
 }
 
 // bump changes the stored disk behind the caller's back.
-func bump(t *testing.T, c client.Client, key client.ObjectKey, obj client.Object) {
+func bump(ctx context.Context, t *testing.T, c client.Client, key client.ObjectKey, obj client.Object) {
 	t.Helper()
-	if err := c.Get(context.Background(), key, obj); err != nil {
+	if err := c.Get(ctx, key, obj); err != nil {
 		t.Fatal(err)
 	}
 	obj.SetLabels(map[string]string{api.LabelDataDisk: api.LabelTrue, "bumped": "yes"})
-	if err := c.Update(context.Background(), obj); err != nil {
+	if err := c.Update(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -239,7 +239,7 @@ func TestClaimAndReleaseConflict(t *testing.T) {
 			if err := c.Get(ctx, key, &read); err != nil {
 				t.Fatal(err)
 			}
-			bump(t, c, key, &corev1.PersistentVolumeClaim{})
+			bump(ctx, t, c, key, &corev1.PersistentVolumeClaim{})
 			err := tc.write(c, &read)
 			if !errors.Is(err, ErrConflict) || !apierrors.IsConflict(err) {
 				t.Fatalf("err = %v, want ErrConflict wrapping the API server's Conflict", err)

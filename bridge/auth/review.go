@@ -59,8 +59,10 @@ type reviewed struct {
 func (a *Authenticator) Authenticate(ctx context.Context, token string) (User, error) {
 	key := sha256.Sum256([]byte(token))
 	if v, ok := a.cache.Get(key); ok {
-		r := v.(reviewed)
-		return r.user, r.err
+		// The cache holds only reviewed; anything else is reviewed afresh.
+		if r, ok := v.(reviewed); ok {
+			return r.user, r.err
+		}
 	}
 	tr, err := a.reviews.Create(ctx, &authnv1.TokenReview{
 		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: a.audiences},

@@ -154,7 +154,7 @@ func bridgeHandler(ctx context.Context, upstreamURL string, adaptive bool, ended
 	upOpts := opts
 	upOpts.Coalesce = true
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		upConn, _, err := dialer.DialContext(r.Context(), upstreamURL, nil)
+		upConn, _, err := dialer.DialContext(r.Context(), upstreamURL, nil) //nolint:contextcheck // the upstream dial belongs to this request; ctx is the bridge's lifetime
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return

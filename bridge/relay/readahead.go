@@ -95,7 +95,7 @@ func (c *ReadAheadConn) fill() error {
 		rerr error
 	)
 	err := c.raw.Read(func(fd uintptr) bool {
-		b = readAheadBuffers.Get().(*[]byte)
+		b = getBuffer(&readAheadBuffers, readAheadSize)
 		for {
 			n, rerr = syscall.Read(int(fd), *b)
 			if !errors.Is(rerr, syscall.EINTR) {

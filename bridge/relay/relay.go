@@ -122,7 +122,7 @@ func Relay(ctx context.Context, client, upstream Endpoint, opts Options) Ending 
 	})
 	defer stopCtx()
 	if opts.Lost != nil {
-		stopLost := context.AfterFunc(opts.Lost, func() { e.set(opts.LostEnding()) })
+		stopLost := context.AfterFunc(opts.Lost, func() { e.set(opts.LostEnding()) }) //nolint:contextcheck // Lost is the Lease's, independent of ctx by design: either ends the session
 		defer stopLost()
 	}
 	idle := newIdleTimer(opts.IdleTimeout, &lastInput, e)

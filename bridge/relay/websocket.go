@@ -89,6 +89,15 @@ func newBuffer(n int) *[]byte {
 	return &b
 }
 
+// getBuffer takes a *[]byte of n bytes from pool, whose New makes them; a
+// fresh one should the pool ever hold anything else.
+func getBuffer(pool *sync.Pool, n int) *[]byte {
+	if b, ok := pool.Get().(*[]byte); ok {
+		return b
+	}
+	return newBuffer(n)
+}
+
 // buffered is a connection that knows how many bytes have arrived and not
 // been read: a ReadAheadConn.
 type buffered interface{ Buffered() int }
@@ -214,11 +223,11 @@ func (w *WS) readMessage() (int, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	pool := &messageBuffers
+	pool, size := &messageBuffers, messageBufferSize
 	if w.arrived != nil {
-		pool = &coalesceBuffers
+		pool, size = &coalesceBuffers, coalesceSize
 	}
-	w.msg, w.msgKind = pool.Get().(*[]byte), kind
+	w.msg, w.msgKind = getBuffer(pool, size), kind
 	b, err := w.readInto((*w.msg)[:0], r)
 	if err != nil {
 		return 0, nil, err

@@ -137,7 +137,7 @@ func startBridge(tb testing.TB, upstreamURL string, adaptive bool, obs *observer
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		dialer := websocket.Dialer{HandshakeTimeout: rigTimeout, NetDialContext: relay.DialReadAhead,
 			ReadBufferSize: relay.ReadBufferSize, WriteBufferSize: relay.WriteBufferSize, WriteBufferPool: relay.WriteBufferPool()}
-		upConn, _, err := dialer.DialContext(r.Context(), upstreamURL, nil)
+		upConn, _, err := dialer.DialContext(r.Context(), upstreamURL, nil) //nolint:contextcheck // the upstream dial belongs to this request; ctx is the bridge's lifetime
 		if err != nil {
 			http.Error(w, "upstream: "+err.Error(), http.StatusBadGateway)
 			return

@@ -141,7 +141,7 @@ func TestMetricsEndpoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer resp.Body.Close()
+			defer func() { _ = resp.Body.Close() }()
 			body, err := io.ReadAll(resp.Body)
 			if err != nil {
 				t.Fatal(err)
@@ -160,7 +160,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	t.Run("plain HTTP to the secure port", func(t *testing.T) {
 		resp, err := c.Get(strings.Replace(metricsURL, "https://", "http://", 1))
 		if err == nil {
-			defer resp.Body.Close()
+			defer func() { _ = resp.Body.Close() }()
 			if resp.StatusCode == http.StatusOK {
 				t.Fatalf("GET over plain HTTP: %s, want no metrics", resp.Status)
 			}
@@ -174,7 +174,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		if resp.StatusCode != http.StatusNotFound {
 			b, _ := io.ReadAll(resp.Body)
 			t.Errorf("GET /metrics on the public port: %s, want 404: %.200s", resp.Status, b)

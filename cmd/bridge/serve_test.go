@@ -38,7 +38,7 @@ func startServe(t *testing.T) string {
 		if err != nil {
 			return
 		}
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		for {
 			mt, msg, err := c.ReadMessage()
 			if err != nil {
@@ -70,7 +70,7 @@ func get(c net.Conn, br *bufio.Reader) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return err
@@ -96,7 +96,7 @@ func TestIdleKeepAliveIsClosed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		br := bufio.NewReader(c)
 		// Two requests on the connection: it is kept alive.
 		for range 2 {
@@ -119,7 +119,7 @@ func TestIdleKeepAliveIsClosed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		br := bufio.NewReader(c)
 		_ = c.SetDeadline(time.Now().Add(patience))
 		// A request every third of the idle timeout, for three timeouts.
@@ -136,7 +136,7 @@ func TestIdleKeepAliveIsClosed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer ws.Close()
+		defer func() { _ = ws.Close() }()
 		time.Sleep(3 * idleForTest)
 		_ = ws.SetReadDeadline(time.Now().Add(patience))
 		if err := ws.WriteMessage(websocket.TextMessage, []byte("still there?")); err != nil {

@@ -44,8 +44,8 @@ func waitExit(t *testing.T, cmd *exec.Cmd, since time.Time) (int, time.Duration)
 		return cmd.ProcessState.ExitCode(), took
 	case <-time.After(stopWithin):
 		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("render still running %v later", stopWithin)
+		err := <-done // Wait's "signal: killed", or nil had it exited just now
+		t.Fatalf("render still running %v later (wait after kill: %v)", stopWithin, err)
 		return 0, 0
 	}
 }

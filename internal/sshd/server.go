@@ -416,5 +416,9 @@ func freePort() (int, error) {
 		return 0, err
 	}
 	defer func() { _ = l.Close() }() // only asking for a port
-	return l.Addr().(*net.TCPAddr).Port, nil
+	addr, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, fmt.Errorf("free port: listener address %v is not TCP", l.Addr())
+	}
+	return addr.Port, nil
 }

@@ -204,9 +204,12 @@ func freeLocalPort(host string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("find a free port for the webhook server: %w", err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
+	addr, ok := l.Addr().(*net.TCPAddr)
 	if err := l.Close(); err != nil {
 		return 0, err
 	}
-	return port, nil
+	if !ok {
+		return 0, fmt.Errorf("find a free port for the webhook server: listener address %v is not TCP", l.Addr())
+	}
+	return addr.Port, nil
 }

@@ -63,6 +63,7 @@ type Server struct {
 	cancel   context.CancelFunc
 	srv      *http.Server
 	ln       net.Listener
+	port     int
 	caBundle []byte
 	served   chan error
 
@@ -102,22 +103,29 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	addr, ok := ln.Addr().(*net.TCPAddr)
+	if !ok {
+		_ = ln.Close()
+		return nil, fmt.Errorf("listener address %v is not TCP", ln.Addr())
+	}
 	s := &Server{
 		ln:       ln,
+		port:     addr.Port,
 		caBundle: caBundle,
 		served:   make(chan error, 1),
 		targets:  map[[2]string]Target{},
 		sessions: newSessions(),
 	}
-	s.ctx, s.cancel = context.WithCancel(ctx)
+	sctx, cancel := context.WithCancel(ctx)
+	s.ctx, s.cancel = sctx, cancel
 	s.srv = &http.Server{
 		Handler:           s.authenticate(opts, s.routes(discovery)),
 		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: readHeaderTimeout,
-		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+		BaseContext:       func(net.Listener) context.Context { return sctx },
 	}
 	go func() { s.served <- s.srv.ServeTLS(ln, "", "") }()
-	context.AfterFunc(s.ctx, func() { _ = s.Close() })
+	context.AfterFunc(sctx, func() { _ = s.Close() })
 	return s, nil
 }
 
@@ -232,7 +240,7 @@ func (s *Server) target(namespace, name string) (Target, bool) {
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Port is the port the server listens on.
-func (s *Server) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }
+func (s *Server) Port() int { return s.port }
 
 // URL is the server's base URL.
 func (s *Server) URL() string {

@@ -90,7 +90,7 @@ func (s *Server) stream(kind Kind) http.HandlerFunc {
 			s.calls.setStatus(i, http.StatusBadRequest)
 			return
 		}
-		pipe(ctx, ws, socket)
+		pipe(ctx, ws, socket) //nolint:contextcheck // the stream is the Server's: it ends when the Server closes or a newer session displaces it, not with the request
 	}
 }
 

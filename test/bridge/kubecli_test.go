@@ -470,10 +470,11 @@ func createScheduling(t *testing.T, ctx context.Context, name string) {
 		}
 	}
 	stack.Attach(userNS, name)
+	cleanupCtx := context.WithoutCancel(ctx) // the test's context may have ended by cleanup
 	t.Cleanup(func() {
 		handler.Unregister(userNS, name)
 		for _, obj := range []client.Object{vmi, vm} {
-			if err := admin.Delete(context.Background(), obj); client.IgnoreNotFound(err) != nil {
+			if err := admin.Delete(cleanupCtx, obj); client.IgnoreNotFound(err) != nil {
 				t.Error(err)
 			}
 		}

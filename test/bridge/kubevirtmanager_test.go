@@ -71,7 +71,7 @@ type requestLog struct {
 func (l *requestLog) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l.mu.Lock()
-		l.reqs = append(l.reqs, r.Clone(context.Background()))
+		l.reqs = append(l.reqs, r.Clone(context.WithoutCancel(r.Context())))
 		l.mu.Unlock()
 		h.ServeHTTP(w, r)
 	})

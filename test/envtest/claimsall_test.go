@@ -103,10 +103,10 @@ func TestDirectVolumeCannotBypassClaim(t *testing.T) {
 	if err := env.Client.Create(ctx, direct); err != nil {
 		t.Fatalf("managed VM naming a free data disk and a plain PVC in its volumes: %v", err)
 	}
-	if got := claimOf(t, ns, "scratch").ClaimedBy; got != ns+"/direct" {
+	if got := claimOf(ctx, t, ns, "scratch").ClaimedBy; got != ns+"/direct" {
 		t.Errorf("scratch claimed by %q, want %s/direct (a disk named in the volumes is claimed)", got, ns)
 	}
-	if s := claimOf(t, ns, "root"); !s.Empty() {
+	if s := claimOf(ctx, t, ns, "root"); !s.Empty() {
 		t.Errorf("root (not a data disk) got claims %+v, want none", s)
 	}
 	waitCached(t, direct)
@@ -146,7 +146,7 @@ func TestUnmanagedVMCannotAttachClaimedDisk(t *testing.T) {
 		t.Fatalf("unmanaged VM attaching a free data disk and a plain PVC: %v", err)
 	}
 	for _, d := range []string{"free", "plain"} {
-		if s := claimOf(t, ns, d); !s.Empty() {
+		if s := claimOf(ctx, t, ns, d); !s.Empty() {
 			t.Errorf("%s got claims %+v from an unmanaged VM, want none (it only denies)", d, s)
 		}
 	}
@@ -255,7 +255,7 @@ func TestClaimVerdictsAgree(t *testing.T) {
 			}
 			// The Releaser has had two graces to judge the claim.
 			time.Sleep(2 * testenv.ClaimGrace)
-			if got := claimOf(t, ns, tc.disk).ClaimedBy; got != tc.holder {
+			if got := claimOf(ctx, t, ns, tc.disk).ClaimedBy; got != tc.holder {
 				t.Errorf("Releaser: %s claimed by %q, want it kept for %s", tc.disk, got, tc.holder)
 			}
 		})

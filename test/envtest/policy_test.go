@@ -97,10 +97,10 @@ func raceForDisks(t *testing.T, ns string, disks []string, n int) (map[string][]
 	return winners, denials
 }
 
-func claimOf(t *testing.T, ns, disk string) claims.State {
+func claimOf(ctx context.Context, t *testing.T, ns, disk string) claims.State {
 	t.Helper()
 	var pvc corev1.PersistentVolumeClaim
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: disk}, &pvc); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: disk}, &pvc); err != nil {
 		t.Fatal(err)
 	}
 	return claims.Read(&pvc)
@@ -128,7 +128,7 @@ func TestClaimRace(t *testing.T) {
 				t.Fatalf("round %d: denial does not name the winner %s: %v", round, winner, err)
 			}
 		}
-		if got := claimOf(t, ns, "shared").ClaimedBy; got != winner {
+		if got := claimOf(context.Background(), t, ns, "shared").ClaimedBy; got != winner {
 			t.Fatalf("round %d: disk claimed by %q, want %q", round, got, winner)
 		}
 	}
@@ -144,7 +144,7 @@ func TestClaimRace(t *testing.T) {
 		if len(winners[d]) != 1 {
 			t.Fatalf("%s: winners %v, want exactly 1", d, winners[d])
 		}
-		if got := claimOf(t, ns, d).ClaimedBy; got != ns+"/"+winners[d][0] {
+		if got := claimOf(context.Background(), t, ns, d).ClaimedBy; got != ns+"/"+winners[d][0] {
 			t.Fatalf("%s claimed by %q, want %s", d, got, winners[d][0])
 		}
 	}

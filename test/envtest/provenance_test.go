@@ -206,7 +206,7 @@ func postReview(t *testing.T, path string, op admissionv1.Operation, vm *kubevir
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var out admissionv1.AdmissionReview
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		t.Fatalf("decode response (HTTP %d): %v", resp.StatusCode, err)

@@ -127,7 +127,10 @@ var fieldCache sync.Map // reflect.Type -> *jsonFields
 
 func fieldsOf(t reflect.Type) *jsonFields {
 	if f, ok := fieldCache.Load(t); ok {
-		return f.(*jsonFields)
+		// The cache holds only *jsonFields; anything else is computed afresh.
+		if jf, ok := f.(*jsonFields); ok {
+			return jf
+		}
 	}
 	f := &jsonFields{byName: map[string]reflect.Type{}, folded: map[string]bool{}}
 	addFields(f, t, 0)

@@ -65,10 +65,13 @@ func mergeCloudInit(m *mutation) error {
 			return fmt.Errorf("add cloud-init disk: %w", err)
 		}
 		rec.AddedVolume = true
-	} else if prev != nil && prev.AddedVolume && str(volumes[idx].(map[string]any)["name"]) == prev.Volume {
+	} else if prev != nil && prev.AddedVolume && volumeName(volumes[idx]) == prev.Volume {
 		rec.AddedVolume = true
 	}
-	vol := volumes[idx].(map[string]any)
+	vol, ok := volumes[idx].(map[string]any)
+	if !ok { // findCloudInit finds only objects
+		return fmt.Errorf("cloud-init volume %d is not an object", idx)
+	}
 	rec.Volume = str(vol["name"])
 	src, _ := vol[kind].(map[string]any)
 	if src == nil {
@@ -129,7 +132,10 @@ func (m *mutation) unmergeCloudInit(volumes []any, idx int, kind string, prev *a
 		m.checkInlineCloudConfig(src, fld)
 		return nil
 	}
-	vol := volumes[idx].(map[string]any)
+	vol, ok := volumes[idx].(map[string]any)
+	if !ok { // findCloudInit finds only objects
+		return fmt.Errorf("cloud-init volume %d is not an object", idx)
+	}
 	if prev.AddedVolume && str(vol["name"]) == prev.Volume {
 		drop := map[string]bool{prev.Volume: true}
 		keep := volumes[:0:0]
@@ -282,6 +288,12 @@ func (m *mutation) secretUserData(name string) ([]byte, bool, error) {
 		}
 	}
 	return nil, true, nil
+}
+
+// volumeName is the name of volume v, "" if v is not an object.
+func volumeName(v any) string {
+	o, _ := v.(map[string]any)
+	return str(o["name"])
 }
 
 // findCloudInit returns the index and source key of the first cloud-init

@@ -136,7 +136,7 @@ func BenchmarkAdmissionStages(b *testing.B) {
 		}
 	})
 	b.Run("rego", func(b *testing.B) {
-		e := stagesEngine(b)
+		e := stagesEngine(ctx, b)
 		input, err := validate.BuildInput("CREATE", "workstations", vm.Name, mutated, nil, user, disks)
 		if err != nil {
 			b.Fatal(err)
@@ -154,7 +154,7 @@ func BenchmarkAdmissionStages(b *testing.B) {
 	// input+rego is what the validating handler runs per claim attempt on
 	// the decoded request: the input parts the policies read, and rego.
 	b.Run("input+rego", func(b *testing.B) {
-		e := stagesEngine(b)
+		e := stagesEngine(ctx, b)
 		r, err := validate.DecodeRequest("CREATE", "workstations", vm.Name, mutated, nil, user)
 		if err != nil {
 			b.Fatal(err)
@@ -173,10 +173,10 @@ func BenchmarkAdmissionStages(b *testing.B) {
 
 // stagesEngine is an engine with the shipped policies, as the webhook loads
 // them at start.
-func stagesEngine(b *testing.B) *validate.Engine {
+func stagesEngine(ctx context.Context, b *testing.B) *validate.Engine {
 	b.Helper()
 	e := validate.NewEngine(0)
-	if _, err := e.Load(context.Background(), validate.ShippedModules()); err != nil {
+	if _, err := e.Load(ctx, validate.ShippedModules()); err != nil {
 		b.Fatalf("load the shipped policies: %v", err)
 	}
 	return e

@@ -148,7 +148,11 @@ func freePort() (int, error) {
 		return 0, err
 	}
 	defer func() { _ = ln.Close() }()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	addr, ok := ln.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, fmt.Errorf("free port: listener address %v is not TCP", ln.Addr())
+	}
+	return addr.Port, nil
 }
 
 // treeCPU sums utime+stime over root and every live process below it.

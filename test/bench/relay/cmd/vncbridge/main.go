@@ -89,7 +89,7 @@ func main() {
 		WriteBufferSize: relay.WriteBufferSize, WriteBufferPool: relay.WriteBufferPool()}
 	ctx := context.Background()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		upConn, _, err := dialer.DialContext(r.Context(), *upstream, nil)
+		upConn, _, err := dialer.DialContext(r.Context(), *upstream, nil) //nolint:contextcheck // the upstream dial belongs to this request; ctx is the bridge's lifetime
 		if err != nil {
 			http.Error(w, "upstream unavailable", http.StatusBadGateway)
 			log.Printf("vncbridge: dial upstream: %v", err)
