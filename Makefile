@@ -73,7 +73,7 @@ test-deps:
 	@hack/install-test-deps.sh
 
 ## test: unit tests, envtest integration tests, and generated-file drift.
-test: test-deps envtest-bins kubecli-peer verify-generated lint cross policy-test ui-test chart-lint
+test: test-deps envtest-bins kubecli-peer verify-generated lint policy-test ui-test chart-lint
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" KUBECLI_PEER="$$(hack/kubecli-peer.sh)" $(GO) test $(TEST_FLAGS) ./...
 
 ## ui: rebuild the browser client (bridge/ui/dist) from web/ with npm. The
@@ -161,7 +161,8 @@ $(GOLANGCI_LINT):
 lint: vet check-format $(GOLANGCI_LINT)
 	@$(GOLANGCI_LINT) run ./...
 
-## cross: the virtstation CLI builds for every platform its users run it on.
+## cross: the virtstation CLI builds for every platform its users run it on (CI
+## runs it after make test: a first build per platform takes minutes).
 CROSS_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
 cross:
 	@for p in $(CROSS_PLATFORMS); do \
