@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // maxQMPLine bounds one line QEMU's monitor sends: replies and events are
@@ -34,7 +35,7 @@ func Screendump(ctx context.Context, socket string) ([]byte, error) {
 	defer func() { _ = os.RemoveAll(dir) }()
 	file := filepath.Join(dir, "screen.png")
 
-	m, err := dialQMP(ctx, socket)
+	m, err := dialQMPRetrying(ctx, socket)
 	if err != nil {
 		return nil, err
 	}
@@ -81,13 +82,43 @@ func dialQMP(ctx context.Context, socket string) (*qmp, error) {
 	}
 	if err := m.readLine(&greeting); err != nil || greeting.QMP == nil {
 		_ = m.Close()
-		return nil, fmt.Errorf("qemu: no QMP greeting: %w", errors.Join(err, ctx.Err()))
+		if errors.Is(err, io.EOF) && m.r.Buffered() == 0 {
+			return nil, errDropped
+		}
+		return nil, fmt.Errorf("%w: %w", errNoGreeting, errors.Join(err, ctx.Err(), io.ErrUnexpectedEOF))
 	}
 	if err := m.execute("qmp_capabilities", nil); err != nil {
 		_ = m.Close()
 		return nil, errors.Join(err, ctx.Err())
 	}
 	return m, nil
+}
+
+// errNoGreeting: what answered is not QEMU's monitor.
+var errNoGreeting = errors.New("qemu: no QMP greeting")
+
+// errDropped: QEMU closed the connection before a byte of its greeting. The
+// monitor serves one client at a time, and a client that connects while it
+// is still letting the previous one go is dropped: dial again.
+var errDropped = fmt.Errorf("%w: the monitor closed the connection at once", errNoGreeting)
+
+// qmpRedialEvery spaces the dials of dialQMPRetrying.
+const qmpRedialEvery = 20 * time.Millisecond
+
+// dialQMPRetrying is dialQMP, dialled again while QEMU drops the
+// connection before a byte of its greeting (errDropped), until ctx ends.
+func dialQMPRetrying(ctx context.Context, socket string) (*qmp, error) {
+	for {
+		m, err := dialQMP(ctx, socket)
+		if !errors.Is(err, errDropped) || ctx.Err() != nil {
+			return m, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(qmpRedialEvery):
+		}
+	}
 }
 
 // newQMPReader buffers the monitor's output; a line must fit the buffer.
