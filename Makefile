@@ -12,7 +12,7 @@ TEST_FLAGS ?= -count=1 -p 1 -timeout 15m
 
 export CERT_MANAGER_VERSION
 
-.PHONY: all build bench cross test test-deps ui ui-test chart-lint policy-test unit envtest-bins kubecli-peer manifests crds generate verify-generated lint fmt check-format vet demo fuzz clean
+.PHONY: all build bench cross test test-deps ui ui-test chart-lint policy-test unit envtest-bins kubecli-peer kubevirt-admission manifests crds generate verify-generated lint fmt check-format vet demo fuzz clean
 
 all: build
 
@@ -46,6 +46,13 @@ $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 envtest-bins:
 	@hack/envtest-bins.sh >/dev/null
 
+## kubevirt-admission: build test/kvadmission (KubeVirt v1.9.0's own VM and
+## VMI admission code) once per machine into the cache. Every envtest API
+## server registers it as a validating webhook; tests reach it through
+## $KUBEVIRT_ADMISSION.
+kubevirt-admission:
+	@hack/kubevirt-admission.sh >/dev/null
+
 ## kubecli-peer: build test/kubecli (KubeVirt's kubecli, as virtctl calls it,
 ## in a module of its own) into the per-machine cache (once per source hash).
 ## The bridge tests run it from $KUBECLI_PEER.
@@ -73,8 +80,8 @@ test-deps:
 	@hack/install-test-deps.sh
 
 ## test: unit tests, envtest integration tests, and generated-file drift.
-test: test-deps envtest-bins kubecli-peer verify-generated lint policy-test ui-test chart-lint
-	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" KUBECLI_PEER="$$(hack/kubecli-peer.sh)" $(GO) test $(TEST_FLAGS) ./...
+test: test-deps envtest-bins kubecli-peer kubevirt-admission verify-generated lint policy-test ui-test chart-lint
+	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" KUBECLI_PEER="$$(hack/kubecli-peer.sh)" KUBEVIRT_ADMISSION="$$(hack/kubevirt-admission.sh)" $(GO) test $(TEST_FLAGS) ./...
 
 ## ui: rebuild the browser client (bridge/ui/dist) from web/ with npm. The
 ## built files are committed, so `go build` never needs npm.
@@ -144,12 +151,13 @@ check-format:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-# test/kubecli is a module of its own, which ./... of this one skips; it is
-# vetted with the flags hack/kubecli-peer.sh builds it with, to share its
-# build cache.
+# test/kubecli and test/kvadmission are modules of their own, which ./... of
+# this one skips; they are vetted with the flags their hack/ scripts build
+# them with, to share the build cache.
 vet:
 	$(GO) vet ./...
 	cd test/kubecli && GOWORK=off CGO_ENABLED=0 GOFLAGS=-trimpath $(GO) vet ./...
+	cd test/kvadmission && GOWORK=off CGO_ENABLED=0 GOFLAGS=-trimpath $(GO) vet ./...
 
 ## lint: gofmt, go vet, and golangci-lint when it installs from the module proxy.
 GOLANGCI_LINT_VERSION := v2.15.0

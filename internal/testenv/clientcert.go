@@ -35,6 +35,7 @@ type StartOption func(*startOptions)
 
 type startOptions struct {
 	webhookClientCerts bool
+	defaultArch        string
 }
 
 // WithWebhookClientCerts makes the webhook server require a client

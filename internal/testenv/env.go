@@ -21,6 +21,7 @@ import (
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/virtstation/virtstation/internal/kvadmission"
 	"github.com/virtstation/virtstation/webhooks"
 )
 
@@ -60,6 +61,9 @@ type Env struct {
 	// WebhookClient is the PKI of the API server's client certificate
 	// towards the webhooks when started WithWebhookClientCerts, else nil.
 	WebhookClient *WebhookClientPKI
+	// KubeVirt is KubeVirt's own VirtualMachine admission, registered as
+	// a validating webhook (see startKubeVirtAdmission).
+	KubeVirt *kvadmission.Webhook
 
 	env    *crenvtest.Environment
 	tmpDir string
@@ -110,8 +114,11 @@ func Start(ctx context.Context, opts ...StartOption) (*Env, error) {
 	if err := createNamespace(ctx, cfg, InstallNamespace); err != nil {
 		return nil, errors.Join(err, te.Stop(), os.RemoveAll(e.tmpDir))
 	}
-	if err := e.startManager(ctx); err != nil {
+	if err := e.startKubeVirtAdmission(ctx, o.defaultArch); err != nil {
 		return nil, errors.Join(err, te.Stop(), os.RemoveAll(e.tmpDir))
+	}
+	if err := e.startManager(ctx); err != nil {
+		return nil, errors.Join(err, e.KubeVirt.Stop(), te.Stop(), os.RemoveAll(e.tmpDir))
 	}
 	return e, nil
 }
@@ -185,7 +192,7 @@ func (e *Env) StopWebhooks() error {
 
 // Stop stops the webhook manager and the control plane.
 func (e *Env) Stop() error {
-	return errors.Join(e.StopWebhooks(), e.env.Stop(), os.RemoveAll(e.tmpDir))
+	return errors.Join(e.StopWebhooks(), e.KubeVirt.Stop(), e.env.Stop(), os.RemoveAll(e.tmpDir))
 }
 
 // waitForTLS dials addr until a TLS handshake succeeds.

@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -78,6 +79,7 @@ func withPodInterface(name, mac string) vmOption {
 // newVM builds a stopped VM with a container disk and no interfaces.
 func newVM(ns, name string, opts ...vmOption) *kubevirtv1.VirtualMachine {
 	halted := kubevirtv1.RunStrategyHalted
+	guest := resource.MustParse("1Gi")
 	vm := &kubevirtv1.VirtualMachine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: kubevirtv1.VirtualMachineSpec{
@@ -85,6 +87,8 @@ func newVM(ns, name string, opts ...vmOption) *kubevirtv1.VirtualMachine {
 			Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
 				Spec: kubevirtv1.VirtualMachineInstanceSpec{
 					Domain: kubevirtv1.DomainSpec{
+						// KubeVirt refuses to start a VMI without memory.
+						Memory: &kubevirtv1.Memory{Guest: &guest},
 						Devices: kubevirtv1.Devices{
 							Disks: []kubevirtv1.Disk{{Name: "root", DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}}},
 						},

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -131,12 +132,13 @@ func tryUpdate(vm *kubevirtv1.VirtualMachine, edit func(*kubevirtv1.VirtualMachi
 // newVM builds a stopped VM with a container disk.
 func newVM(ns, name string, labels map[string]string) *kubevirtv1.VirtualMachine {
 	halted := kubevirtv1.RunStrategyHalted
+	guest := resource.MustParse("1Gi")
 	return &kubevirtv1.VirtualMachine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 		Spec: kubevirtv1.VirtualMachineSpec{
 			RunStrategy: &halted,
 			Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: kubevirtv1.VirtualMachineInstanceSpec{
-				Domain: kubevirtv1.DomainSpec{Devices: kubevirtv1.Devices{
+				Domain: kubevirtv1.DomainSpec{Memory: &kubevirtv1.Memory{Guest: &guest}, Devices: kubevirtv1.Devices{
 					Disks: []kubevirtv1.Disk{{Name: "root", DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}}},
 				}},
 				Volumes: []kubevirtv1.Volume{{Name: "root", VolumeSource: kubevirtv1.VolumeSource{

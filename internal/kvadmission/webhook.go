@@ -1,0 +1,138 @@
+package kvadmission
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// VMPath is where the binary's serve mode answers VirtualMachine admission.
+const VMPath = "/validate-kubevirt-vm"
+
+// WebhookConfigName is the ValidatingWebhookConfiguration Register writes.
+const WebhookConfigName = "kubevirt-admission-stand-in"
+
+// Webhook is a running `kvadmission serve`.
+type Webhook struct {
+	// Addr is the host:port it serves HTTPS on.
+	Addr string
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// WebhookOptions configure StartWebhook.
+type WebhookOptions struct {
+	// CertDir holds tls.crt and tls.key, valid for 127.0.0.1.
+	CertDir string
+	// Kubeconfig lets KubeVirt look up instancetypes and preferences.
+	Kubeconfig string
+	// DefaultArch is the cluster's default architecture ("" is amd64).
+	DefaultArch string
+	// Log receives the process's log; nil discards it.
+	Log io.Writer
+}
+
+// StartWebhook runs the binary's serve mode and waits until it listens.
+func StartWebhook(ctx context.Context, o WebhookOptions) (*Webhook, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"serve", "--cert-dir", o.CertDir, "--listen", "127.0.0.1:0"}
+	if o.Kubeconfig != "" {
+		args = append(args, "--kubeconfig", o.Kubeconfig)
+	}
+	if o.DefaultArch != "" {
+		args = append(args, "--default-arch", o.DefaultArch)
+	}
+	cmd := exec.Command(bin, args...)
+	if o.Log != nil {
+		cmd.Stderr = o.Log
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	w := &Webhook{cmd: cmd, done: make(chan error, 1)}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+				addr <- a
+			}
+		}
+		w.done <- cmd.Wait()
+	}()
+	// KubeVirt builds its OpenAPI validators at start: seconds on 2 cores.
+	wait := time.NewTimer(2 * time.Minute)
+	defer wait.Stop()
+	select {
+	case w.Addr = <-addr:
+		return w, nil
+	case err := <-w.done:
+		return nil, fmt.Errorf("kvadmission serve exited before listening: %w", err)
+	case <-wait.C:
+		return nil, errors.Join(errors.New("kvadmission serve did not listen within 2 minutes"), w.Stop())
+	case <-ctx.Done():
+		return nil, errors.Join(ctx.Err(), w.Stop())
+	}
+}
+
+// Stop ends the process.
+func (w *Webhook) Stop() error {
+	if w.cmd.Process == nil {
+		return nil
+	}
+	if err := w.cmd.Process.Signal(os.Interrupt); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	select {
+	case <-w.done:
+	case <-time.After(10 * time.Second):
+		_ = w.cmd.Process.Kill()
+	}
+	return nil
+}
+
+// Configuration is the ValidatingWebhookConfiguration that sends every
+// VirtualMachine CREATE and UPDATE to w, as virt-api's
+// virtualmachine-validator.kubevirt.io does in a cluster (failurePolicy
+// Fail).
+func (w *Webhook) Configuration(caBundle []byte) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	url := "https://" + w.Addr + VMPath
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	timeout := int32(10)
+	return &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: WebhookConfigName},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "virtualmachine-validator.kubevirt.io",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caBundle},
+			FailurePolicy:           &fail,
+			SideEffects:             &none,
+			TimeoutSeconds:          &timeout,
+			AdmissionReviewVersions: []string{"v1"},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups:   []string{"kubevirt.io"},
+					APIVersions: []string{"v1"},
+					Resources:   []string{"virtualmachines"},
+				},
+			}},
+		}},
+	}
+}
