@@ -179,8 +179,8 @@ cross:
 	done
 
 ## demo: a local control plane with the webhook; applies examples/ and prints the admitted VMs.
-demo: envtest-bins
-	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) run ./cmd/virtstation-demo -f examples/
+demo: envtest-bins kubevirt-admission
+	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" KUBEVIRT_ADMISSION="$$(hack/kubevirt-admission.sh)" $(GO) run ./cmd/virtstation-demo -f examples/
 
 clean:
 	rm -rf $(BIN)

@@ -91,9 +91,9 @@ func StartWebhook(ctx context.Context, o WebhookOptions) (*Webhook, error) {
 	}
 }
 
-// Stop ends the process.
+// Stop ends the process. A nil Webhook is stopped already.
 func (w *Webhook) Stop() error {
-	if w.cmd.Process == nil {
+	if w == nil || w.cmd.Process == nil {
 		return nil
 	}
 	if err := w.cmd.Process.Signal(os.Interrupt); err != nil && !errors.Is(err, os.ErrProcessDone) {

@@ -114,11 +114,13 @@ func Start(ctx context.Context, opts ...StartOption) (*Env, error) {
 	if err := createNamespace(ctx, cfg, InstallNamespace); err != nil {
 		return nil, errors.Join(err, te.Stop(), os.RemoveAll(e.tmpDir))
 	}
-	if err := e.startKubeVirtAdmission(ctx, o.defaultArch); err != nil {
-		return nil, errors.Join(err, te.Stop(), os.RemoveAll(e.tmpDir))
-	}
-	if err := e.startManager(ctx); err != nil {
-		return nil, errors.Join(err, e.KubeVirt.Stop(), te.Stop(), os.RemoveAll(e.tmpDir))
+	// KubeVirt's admission spends seconds of CPU initialising; it starts
+	// while the webhook manager's informers sync.
+	kubevirtErr := make(chan error, 1)
+	go func() { kubevirtErr <- e.startKubeVirtAdmission(ctx, o.defaultArch) }()
+	err = e.startManager(ctx)
+	if err = errors.Join(err, <-kubevirtErr); err != nil {
+		return nil, errors.Join(err, e.StopWebhooks(), e.KubeVirt.Stop(), te.Stop(), os.RemoveAll(e.tmpDir))
 	}
 	return e, nil
 }
