@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -8,6 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	v1 "kubevirt.io/api/core/v1"
+	"kubevirt.io/client-go/kubecli"
+
+	"kubevirt.io/kubevirt/pkg/controller"
 
 	"kubevirt.io/kubevirt/pkg/testutils"
 	virtconfig "kubevirt.io/kubevirt/pkg/virt-config"
@@ -56,6 +60,22 @@ func kubeVirtCR(path, defaultArch string, featureGates []string) (*v1.KubeVirt, 
 func clusterConfig(kv *v1.KubeVirt) *virtconfig.ClusterConfig {
 	cfg, _, _ := testutils.NewFakeClusterConfigUsingKVWithCPUArch(kv, kv.Status.DefaultArchitecture)
 	return cfg
+}
+
+// liveClusterConfig is virt-api's own cluster configuration: informers on
+// the API server's KubeVirt CRs and CRDs, read as pkg/virt-api/api.go does.
+// cpuArch is the architecture of the node virt-api would run on, the
+// default when no KubeVirt CR names one.
+func liveClusterConfig(ctx context.Context, client kubecli.KubevirtClient, namespace, cpuArch string) (*virtconfig.ClusterConfig, error) {
+	f := controller.NewKubeInformerFactory(client.RestClient(), client, client, nil, namespace)
+	kubeVirtInformer := f.KubeVirt()
+	crdInformer := f.CRD()
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return virtconfig.NewClusterConfigWithCPUArch(crdInformer, kubeVirtInformer, namespace, cpuArch)
 }
 
 // splitList parses a comma-separated flag.

@@ -38,6 +38,7 @@ func run(args []string, in io.Reader, out io.Writer) error {
 	arch := fs.String("default-arch", "", "the cluster's default architecture (amd64, arm64, s390x); overrides the KubeVirt CR's")
 	crPath := fs.String("kubevirt-cr", "", "a KubeVirt CR (YAML or JSON) whose spec.configuration virt-api reads")
 	gates := fs.String("feature-gates", "", "comma-separated feature gates added to the KubeVirt CR")
+	kvNamespace := fs.String("kubevirt-namespace", "", "with --kubeconfig: follow the KubeVirt CR in this namespace of the API server, as virt-api does (its spec.configuration and status.defaultArchitecture); the CRD must be installed")
 	kubeconfig := fs.String("kubeconfig", "", "API server for instancetype and preference lookups (without it, VMs naming one are refused with the lookup error)")
 	op := fs.String("operation", "CREATE", "check: the admission operation, CREATE or UPDATE")
 	addr := fs.String("listen", "127.0.0.1:0", "serve: host:port to listen on")
@@ -53,9 +54,18 @@ func run(args []string, in io.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	p := newPipeline(clusterConfig(kv), client)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	cfg := clusterConfig(kv)
+	if *kvNamespace != "" {
+		if *kubeconfig == "" {
+			return errors.New("--kubevirt-namespace needs --kubeconfig")
+		}
+		if cfg, err = liveClusterConfig(ctx, client, *kvNamespace, kv.Status.DefaultArchitecture); err != nil {
+			return err
+		}
+	}
+	p := newPipeline(cfg, client)
 	switch args[0] {
 	case "check":
 		return check(ctx, p, admissionv1.Operation(*op), in, out)
