@@ -108,6 +108,7 @@ func mergeCloudInit(m *mutation) error {
 		return nil
 	default:
 		rec.Secret, rec.UserSecret = UserDataSecretName(m.in.Name), userSecret
+		rec.UserDataBase64 = userSecret == "" && base64Form
 		src["secretRef"] = map[string]any{"name": rec.Secret}
 		m.secrets = append(m.secrets, SecretWrite{Secret: userDataSecret(m.in.Namespace, rec.Secret, merged)})
 	}
@@ -201,7 +202,9 @@ func (m *mutation) userData(src map[string]any, prev *api.InjectedCloudInit, fld
 		}
 		user, ok := m.split(data, fld.Child("secretRef"))
 		if ours {
-			name = ""
+			// Inline user-data the webhook moved here keeps the field it
+			// was given in.
+			return user, "", prev != nil && prev.UserDataBase64, ok, nil
 		}
 		return user, name, false, ok, nil
 	}
