@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -172,6 +173,13 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 			out = append(out, v)
 			continue
 		}
+		if denied, err := secretVerdict(ctx, static, in, res.Secrets, existing); err != nil {
+			return nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
+		} else if len(denied) > 0 {
+			v.Denied, v.Object = denied, nil
+			out = append(out, v)
+			continue
+		}
 		v.Object = res.Object
 		if opts.Policies != nil {
 			var old Object
@@ -204,6 +212,43 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// secretVerdict is the webhook's verdict on writing the Secrets an
+// admission needs over those that exist (mutate.CheckExistingSecret): a
+// Secret of that name that is not Virtstation's, or that belongs to another
+// live VM, denies the VM.
+func secretVerdict(ctx context.Context, c *mutate.StaticCluster, in mutate.Input, writes []mutate.SecretWrite, vms map[string]*kubevirtv1.VirtualMachine) (field.ErrorList, error) {
+	// The Secrets' owner is the VM as stored, as in the webhook.
+	owner := in.VM
+	if owner.UID == "" && in.OldVM != nil {
+		o := *in.VM
+		o.UID = in.OldVM.UID
+		owner = &o
+	}
+	for _, w := range writes {
+		cur, err := c.Secret(ctx, w.Secret.Namespace, w.Secret.Name)
+		if err != nil {
+			return nil, err
+		}
+		if cur == nil {
+			continue
+		}
+		_, err = mutate.CheckExistingSecret(cur, owner, func(name string) (types.UID, bool, error) {
+			vm, ok := vms[cur.Namespace+"/"+name]
+			if !ok {
+				return "", false, nil
+			}
+			return vm.UID, true, nil
+		})
+		if denied, ok := mutate.SecretDenial(w, err); ok {
+			return denied, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
 }
 
 func isVM(obj Object) bool {

@@ -106,6 +106,11 @@ func mergeCloudInit(m *mutation) error {
 		m.denied = append(m.denied, field.Forbidden(field.NewPath("spec", "template", "spec", "volumes").Index(idx),
 			"the merged cloud-init user-data needs a per-VM Secret, which is named after the VM, and a VM created with generateName has no name yet (rule: cloud-init; fix: give the VM a name)"))
 		return nil
+	case userSecret == UserDataSecretName(m.in.Name):
+		m.denied = append(m.denied, field.Forbidden(fld.Child("secretRef", "name"), fmt.Sprintf(
+			"your user-data Secret is named %s, the name of the Secret Virtstation writes the merged user-data to (rule: cloud-init; fix: rename your Secret, for example to %s-cloud-init, and this secretRef with it)",
+			userSecret, m.in.Name)))
+		return nil
 	default:
 		rec.Secret, rec.UserSecret = UserDataSecretName(m.in.Name), userSecret
 		rec.UserDataBase64 = userSecret == "" && base64Form
@@ -191,7 +196,11 @@ func (m *mutation) userData(src map[string]any, prev *api.InjectedCloudInit, fld
 		if ours && prev != nil && prev.UserSecret != "" {
 			name, ours = prev.UserSecret, false
 		}
-		data, found, err := m.secretUserData(name)
+		data, found, managed, err := m.secretUserData(name)
+		if ours && found && !managed {
+			// The user's own Secret, of the name Virtstation writes to.
+			ours = false
+		}
 		if err != nil {
 			return nil, "", false, false, err
 		}
@@ -276,21 +285,23 @@ func (m *mutation) split(data []byte, fld *field.Path) ([]byte, bool) {
 	return user, true
 }
 
-// secretUserData reads the user-data key of a Secret.
-func (m *mutation) secretUserData(name string) ([]byte, bool, error) {
+// secretUserData reads the user-data key of a Secret; managed says the
+// Secret is labelled as Virtstation's.
+func (m *mutation) secretUserData(name string) (data []byte, found, managed bool, err error) {
 	s, err := m.cluster.Secret(m.ctx, m.in.Namespace, name)
 	if err != nil {
-		return nil, false, fmt.Errorf("read user-data secret %s: %w", name, err)
+		return nil, false, false, fmt.Errorf("read user-data secret %s: %w", name, err)
 	}
 	if s == nil {
-		return nil, false, nil
+		return nil, false, false, nil
 	}
+	managed = s.Labels[api.LabelManagedBy] == api.ManagedByValue
 	for _, k := range []string{"userdata", "userData"} {
 		if v, ok := s.Data[k]; ok {
-			return v, true, nil
+			return v, true, managed, nil
 		}
 	}
-	return nil, true, nil
+	return nil, true, managed, nil
 }
 
 // volumeName is the name of volume v, "" if v is not an object.
