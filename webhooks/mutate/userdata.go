@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/virtstation/virtstation/api"
@@ -58,9 +59,10 @@ func mergeCloudInit(m *mutation) error {
 	}
 	rec := &api.InjectedCloudInit{}
 	if idx < 0 {
-		volumes = append(volumes, map[string]any{"name": cloudInitVolume, "cloudInitNoCloud": map[string]any{}})
+		name := freeName(cloudInitVolume, names(volumes).Union(names(getList(m.obj, pathDisks))))
+		volumes = append(volumes, map[string]any{"name": name, "cloudInitNoCloud": map[string]any{}})
 		idx, kind = len(volumes)-1, "cloudInitNoCloud"
-		disks := append(getList(m.obj, pathDisks), map[string]any{"name": cloudInitVolume, "disk": map[string]any{"bus": "virtio"}})
+		disks := append(getList(m.obj, pathDisks), map[string]any{"name": name, "disk": map[string]any{"bus": "virtio"}})
 		if err := setList(m.obj, disks, pathDisks); err != nil {
 			return fmt.Errorf("add cloud-init disk: %w", err)
 		}
@@ -302,6 +304,15 @@ func (m *mutation) secretUserData(name string) (data []byte, found, managed bool
 		}
 	}
 	return nil, true, managed, nil
+}
+
+// freeName is base, or base-1, base-2, … : the first not in taken.
+func freeName(base string, taken sets.Set[string]) string {
+	name := base
+	for i := 1; taken.Has(name); i++ {
+		name = fmt.Sprintf("%s-%d", base, i)
+	}
+	return name
 }
 
 // volumeName is the name of volume v, "" if v is not an object.
