@@ -5,17 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/util/retry"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/sshkeys"
 )
 
 // ErrForeignSecret means a Secret Virtstation needs exists and belongs to
@@ -152,4 +155,31 @@ func SecretDenial(w SecretWrite, err error) (field.ErrorList, bool) {
 			w.Secret.Namespace, w.Secret.Name, api.LabelManagedBy, api.ManagedByValue))}, true
 	}
 	return nil, false
+}
+
+// checkSecretNames denies an admission whose per-VM Secrets would have
+// names the API server refuses: a VM name longer than 244 characters leaves
+// no room for the suffix within the 253 a Secret name may have. The names
+// are derived from the VM's name alone (by the webhook, the SSH-key
+// reconciler, the adopter and the sweeper), so a shortened, hashed name
+// would leave those unable to find the Secret again; the user gets the
+// limit and the fix instead.
+func checkSecretNames(m *mutation) error {
+	for _, w := range m.secrets {
+		if errs := validation.IsDNS1123Subdomain(w.Secret.Name); len(errs) > 0 {
+			m.denied = append(m.denied, field.Invalid(field.NewPath("metadata", "name"), m.in.Name, secretNameDetail(m.in.Name, w.Secret.Name)))
+			return nil
+		}
+	}
+	return nil
+}
+
+// maxVMNameForSecrets is the longest VM name whose per-VM Secret names
+// are valid: 253 less the longest suffix.
+var maxVMNameForSecrets = validation.DNS1123SubdomainMaxLength - max(len(UserDataSecretName("")), len(sshkeys.SecretName("")))
+
+// secretNameDetail explains a refused per-VM Secret name.
+func secretNameDetail(vm, secret string) string {
+	return fmt.Sprintf("Virtstation keeps this VM's data in a Secret named after it (<name>%s, %d characters), over the %d a Secret name may have (rule: secrets; fix: shorten the VM's name to at most %d characters)",
+		strings.TrimPrefix(secret, vm), len(secret), validation.DNS1123SubdomainMaxLength, maxVMNameForSecrets)
 }
