@@ -78,6 +78,10 @@ type InjectedCloudInit struct {
 	Secret string `json:"secret,omitempty"`
 	// UserSecret is the user's own cloud-init secretRef, merged into Secret.
 	UserSecret string `json:"userSecret,omitempty"`
+	// UserDataBase64: the user's own inline user-data, now in Secret, was
+	// given as userDataBase64. It goes back there, and later admissions keep
+	// the base64 form when the merge fits inline again.
+	UserDataBase64 bool `json:"userDataBase64,omitempty"`
 }
 
 // InjectedMAC records a MAC the webhook pinned.

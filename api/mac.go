@@ -29,7 +29,9 @@ type MACSetting struct {
 
 // ParseMACAnnotation parses the value of virtstation.io/mac. An absent or
 // empty annotation means auto. Values are case-insensitive; a fixed MAC must
-// be a valid, unicast, non-reserved address (see mac.ValidateAssignable).
+// be a valid unicast address in a form KubeVirt accepts (mac.Parse,
+// mac.ValidateAssignable). Whether it is the reserved in-pod bridge address
+// depends on the interface's binding; the webhook checks that when it pins.
 func ParseMACAnnotation(value string) (MACSetting, error) {
 	v := strings.TrimSpace(value)
 	switch strings.ToLower(v) {

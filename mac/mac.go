@@ -15,21 +15,23 @@ var Reserved = net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x00, 0x00}
 // cluster never gets near it; it only stops a broken Taken func from looping.
 const maxRehash = 1 << 16
 
-// Parse reads a 48-bit MAC in the colon- or hyphen-separated form KubeVirt
-// accepts in an interface's macAddress ("02:ab:cd:ef:01:23").
+// Parse reads a 48-bit MAC in any form KubeVirt v1.9.0 accepts in an
+// interface's macAddress: what net.ParseMAC reads as six octets, that is
+// colon- or hyphen-separated ("02:ab:cd:ef:01:23", "02-ab-cd-ef-01-23")
+// or dotted ("02ab.cdef.0123"). KubeVirt's check is net.ParseMAC and at
+// most six octets (pkg/network/link/mac.go:35, ValidateMacAddress).
 func Parse(s string) (net.HardwareAddr, error) {
-	if len(s) != 17 {
-		return nil, fmt.Errorf("mac address %q: want six hex octets separated by colons, like 02:00:5e:10:00:01", s)
-	}
 	addr, err := net.ParseMAC(s)
-	if err != nil {
+	if err != nil || len(addr) != 6 {
 		return nil, fmt.Errorf("mac address %q: want six hex octets separated by colons, like 02:00:5e:10:00:01", s)
 	}
 	return addr, nil
 }
 
 // ValidateAssignable reports why addr cannot be given to a VM interface: a
-// multicast address cannot be a NIC's own, and Reserved belongs to KubeVirt.
+// multicast address cannot be a NIC's own. KubeVirt's admission does not
+// check this, but libvirt refuses the domain ("expected unicast mac
+// address"), so the VM would be admitted and never start.
 func ValidateAssignable(addr net.HardwareAddr) error {
 	if len(addr) != 6 {
 		return errors.New("mac address must have 6 octets")
@@ -37,8 +39,18 @@ func ValidateAssignable(addr net.HardwareAddr) error {
 	if addr[0]&0x01 != 0 {
 		return fmt.Errorf("mac address %s is multicast; a VM interface needs a unicast address (even first octet)", addr)
 	}
+	return nil
+}
+
+// ValidateMasquerade reports why addr cannot be given to an interface with
+// masquerade binding: Reserved is the in-pod bridge's own address there.
+// KubeVirt refuses the literal "02:00:00:00:00:00" on masquerade
+// interfaces (pkg/network/admitter/binding.go:91); this refuses every
+// spelling of it, since the bridge's address would clash all the same.
+// Other bindings (bridge, SR-IOV) may use it.
+func ValidateMasquerade(addr net.HardwareAddr) error {
 	if Equal(addr, Reserved) {
-		return fmt.Errorf("mac address %s is reserved by KubeVirt for the in-pod bridge", addr)
+		return fmt.Errorf("mac address %s is reserved by KubeVirt for the in-pod bridge of a masquerade interface", addr)
 	}
 	return nil
 }

@@ -27,7 +27,9 @@ func TestParse(t *testing.T) {
 		"one-digit octet":         {in: "2:ab:cd:ef:01:23", wantErr: true},
 		"bad hex digit":           {in: "02:ab:cd:ef:01:2g", wantErr: true},
 		"bad hex in first octet":  {in: "0x:ab:cd:ef:01:23", wantErr: true},
-		"dotted form":             {in: "02ab.cdef.0123", wantErr: true},
+		"dotted form":             {in: "02ab.cdef.0123", want: want},
+		"dotted form, upper case": {in: "02AB.CDEF.0123", want: want},
+		"dotted EUI-64":           {in: "02ab.cdef.0123.4567", wantErr: true},
 		"mixed separators":        {in: "02:ab-cd:ef:01:23", wantErr: true},
 		"right length, no seps":   {in: "02abcdef0123abcde", wantErr: true},
 		"leading space":           {in: " 02:ab:cd:ef:01:2", wantErr: true},
@@ -72,7 +74,7 @@ func TestValidateAssignable(t *testing.T) {
 		"multicast":                      {addr: net.HardwareAddr{0x01, 0x00, 0x5e, 0x00, 0x00, 0x01}, wantErr: "multicast"},
 		"locally administered multicast": {addr: net.HardwareAddr{0x03, 0xab, 0xcd, 0xef, 0x01, 0x23}, wantErr: "multicast"},
 		"broadcast":                      {addr: net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, wantErr: "multicast"},
-		"reserved for the pod bridge":    {addr: net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x00, 0x00}, wantErr: "reserved"},
+		"reserved for the pod bridge":    {addr: net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x00, 0x00}}, // on bridge binding; see ValidateMasquerade
 		"nil":                            {addr: nil, wantErr: "6 octets"},
 		"EUI-64":                         {addr: net.HardwareAddr{0x02, 0xab, 0xcd, 0xef, 0x01, 0x23, 0x45, 0x67}, wantErr: "6 octets"},
 	}
@@ -89,6 +91,24 @@ func TestValidateAssignable(t *testing.T) {
 				t.Fatalf("ValidateAssignable(%v) = %v, want an error containing %q", tc.addr, err, tc.wantErr)
 			}
 		})
+	}
+}
+
+func TestValidateMasquerade(t *testing.T) {
+	for in, wantErr := range map[string]bool{
+		"02:00:00:00:00:00": true,
+		"02-00-00-00-00-00": true,
+		"0200.0000.0000":    true,
+		"02:00:00:00:00:01": false,
+		"02:ab:cd:ef:01:23": false,
+	} {
+		addr, err := Parse(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ValidateMasquerade(addr); (err != nil) != wantErr {
+			t.Errorf("ValidateMasquerade(%s) = %v, want error %v", in, err, wantErr)
+		}
 	}
 }
 

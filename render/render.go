@@ -1,9 +1,12 @@
 package render
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -11,8 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -44,6 +49,26 @@ type Options struct {
 	// Grace is how long a claim holds before its VM exists; zero means
 	// claims.DefaultGrace, the webhook's default.
 	Grace time.Duration
+	// GenerateNameSuffix, when set, renders a manifest VM that has only
+	// metadata.generateName as the API server would: the mutating webhook
+	// sees no name (it derives the MAC from the prefix and the request UID,
+	// for which render passes the suffix), and the admitted VM is named
+	// GeneratedName(generateName, suffix), as validation sees it.
+	GenerateNameSuffix string
+}
+
+// maxGeneratedNameLength is how much of generateName the API server keeps
+// before its random suffix (k8s.io/apiserver/pkg/storage/names:
+// maxNameLength 63 less randomLength 5).
+const maxGeneratedNameLength = 63 - 5
+
+// GeneratedName is the name the API server gives a VM with generateName
+// prefix when its random suffix is suffix.
+func GeneratedName(prefix, suffix string) string {
+	if len(prefix) > maxGeneratedNameLength {
+		prefix = prefix[:maxGeneratedNameLength]
+	}
+	return prefix + suffix
 }
 
 // Verdict is the outcome for one manifest.
@@ -117,6 +142,9 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 			continue
 		}
 		vm, err := typedVM(obj, ns)
+		if err == nil && vm.Name == "" {
+			err = errors.New("VirtualMachine has no metadata.name: objects in the cluster have one")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("cluster object %d: %w", i+1, err)
 		}
@@ -133,9 +161,30 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 		if err != nil {
 			return nil, fmt.Errorf("manifest %d: %w", i+1, err)
 		}
-		v := Verdict{Object: obj, Namespace: vm.Namespace, Name: vm.Name}
-		key := vm.Namespace + "/" + vm.Name
+		// generated is the name the API server gives a generateName VM
+		// after the mutating webhooks, "" for a named VM.
+		generated := ""
+		if vm.Name == "" {
+			switch {
+			case vm.GenerateName == "":
+				return nil, fmt.Errorf("manifest %d: VirtualMachine has no metadata.name or generateName", i+1)
+			case opts.GenerateNameSuffix == "":
+				return nil, fmt.Errorf("manifest %d: VirtualMachine has metadata.generateName %q and no name: pass --generate-name-suffix SUFFIX to preview it named %s<SUFFIX>, as the API server names it with 5 random characters", i+1, vm.GenerateName, GeneratedName(vm.GenerateName, ""))
+			}
+			generated = GeneratedName(vm.GenerateName, opts.GenerateNameSuffix)
+			if errs := validation.IsDNS1123Subdomain(generated); len(errs) > 0 {
+				return nil, fmt.Errorf("manifest %d: generated name %q: %s", i+1, generated, strings.Join(errs, "; "))
+			}
+		}
+		v := Verdict{Object: obj, Namespace: vm.Namespace, Name: cmp.Or(vm.Name, generated)}
+		key := vm.Namespace + "/" + v.Name
 		if vm.Labels[api.LabelManaged] != api.LabelTrue {
+			if generated != "" {
+				obj = withName(obj, generated)
+				v.Object = obj
+				vm = vm.DeepCopy()
+				vm.Name = generated
+			}
 			// The objectSelector keeps it from the managed webhooks; only the
 			// claim check for unmanaged VMs sees it.
 			if opts.Policies != nil {
@@ -155,7 +204,10 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 		}
 		v.Managed = true
 		in := mutate.Input{Operation: admissionv1.Create, Namespace: vm.Namespace, Name: vm.Name, Object: withNamespace(obj, vm.Namespace), VM: vm}
-		if old, ok := existing[key]; ok {
+		if generated != "" {
+			in.RequestUID = opts.GenerateNameSuffix
+		}
+		if old, ok := existing[key]; ok && generated == "" {
 			in.Operation, in.OldVM = admissionv1.Update, old
 		}
 		vms := make([]kubevirtv1.VirtualMachine, 0, len(order))
@@ -172,13 +224,24 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 			out = append(out, v)
 			continue
 		}
+		if denied, err := secretVerdict(ctx, static, in, res.Secrets, existing); err != nil {
+			return nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
+		} else if len(denied) > 0 {
+			v.Denied, v.Object = denied, nil
+			out = append(out, v)
+			continue
+		}
+		if generated != "" {
+			// The API server names the object after the mutating webhooks.
+			res.Object = withName(res.Object, generated)
+		}
 		v.Object = res.Object
 		if opts.Policies != nil {
 			var old Object
 			if in.OldVM != nil {
 				old = findObject(opts.Cluster, key, ns)
 			}
-			denied, warnings, err := evaluate(ctx, opts.Policies, world, string(in.Operation), vm.Namespace, vm.Name, res.Object, old)
+			denied, warnings, err := evaluate(ctx, opts.Policies, world, string(in.Operation), vm.Namespace, v.Name, res.Object, old)
 			if err != nil {
 				return nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
 			}
@@ -206,6 +269,43 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 	return out, nil
 }
 
+// secretVerdict is the webhook's verdict on writing the Secrets an
+// admission needs over those that exist (mutate.CheckExistingSecret): a
+// Secret of that name that is not Virtstation's, or that belongs to another
+// live VM, denies the VM.
+func secretVerdict(ctx context.Context, c *mutate.StaticCluster, in mutate.Input, writes []mutate.SecretWrite, vms map[string]*kubevirtv1.VirtualMachine) (field.ErrorList, error) {
+	// The Secrets' owner is the VM as stored, as in the webhook.
+	owner := in.VM
+	if owner.UID == "" && in.OldVM != nil {
+		o := *in.VM
+		o.UID = in.OldVM.UID
+		owner = &o
+	}
+	for _, w := range writes {
+		cur, err := c.Secret(ctx, w.Secret.Namespace, w.Secret.Name)
+		if err != nil {
+			return nil, err
+		}
+		if cur == nil {
+			continue
+		}
+		_, err = mutate.CheckExistingSecret(cur, owner, func(name string) (types.UID, bool, error) {
+			vm, ok := vms[cur.Namespace+"/"+name]
+			if !ok {
+				return "", false, nil
+			}
+			return vm.UID, true, nil
+		})
+		if denied, ok := mutate.SecretDenial(w, err); ok {
+			return denied, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
 func isVM(obj Object) bool {
 	av, _ := obj["apiVersion"].(string)
 	kind, _ := obj["kind"].(string)
@@ -228,13 +328,28 @@ func typedVM(obj Object, ns string) (*kubevirtv1.VirtualMachine, error) {
 	if err != nil {
 		return nil, err
 	}
-	if vm.Name == "" {
-		return nil, fmt.Errorf("VirtualMachine has no metadata.name (generateName cannot be rendered offline)")
-	}
 	if vm.Namespace == "" {
 		vm.Namespace = ns
 	}
 	return vm, nil
+}
+
+// withName returns obj with metadata.name set, as the API server names a
+// generateName object.
+func withName(obj Object, name string) Object {
+	out := make(Object, len(obj))
+	for k, v := range obj {
+		out[k] = v
+	}
+	md := map[string]any{}
+	if m, ok := obj["metadata"].(map[string]any); ok {
+		for k, v := range m {
+			md[k] = v
+		}
+	}
+	md["name"] = name
+	out["metadata"] = md
+	return out
 }
 
 // withNamespace returns obj with metadata.namespace set, as the API server

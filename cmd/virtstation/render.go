@@ -22,11 +22,12 @@ func runRender(ctx context.Context, args []string, s streams) int {
 	output := fs.String("o", "yaml", "output format: yaml or json")
 	policyDir := fs.String("policy", "", "directory of operator Rego modules (*.rego) to evaluate with the shipped policies")
 	noPolicies := fs.Bool("no-policies", false, "skip the validating policies (mutation only)")
+	suffix := fs.String("generate-name-suffix", "", "render VMs that have only metadata.generateName as named <generateName>SUFFIX (the API server appends 5 random characters; the MAC derives from the request UID, for which render uses SUFFIX)")
 	if err := fs.Parse(args); err != nil {
 		return exitBadInput
 	}
 	if *file == "" || fs.NArg() > 0 {
-		fmt.Fprintln(s.err, "usage: virtstation render -f vm.yaml [--objects objects.yaml] [-n namespace] [-o yaml|json] [--policy DIR] [--no-policies]")
+		fmt.Fprintln(s.err, "usage: virtstation render -f vm.yaml [--objects objects.yaml] [-n namespace] [-o yaml|json] [--policy DIR] [--no-policies] [--generate-name-suffix SUFFIX]")
 		return exitBadInput
 	}
 	if *output != "yaml" && *output != "json" {
@@ -43,7 +44,7 @@ func runRender(ctx context.Context, args []string, s streams) int {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		v, err := renderManifests(ctx, *file, *objects, *namespace, *policyDir, *noPolicies, s.in)
+		v, err := renderManifests(ctx, renderArgs{file: *file, objects: *objects, namespace: *namespace, policyDir: *policyDir, noPolicies: *noPolicies, suffix: *suffix}, s.in)
 		done <- outcome{v, err}
 	}()
 	var verdicts []render.Verdict
@@ -81,9 +82,18 @@ func runRender(ctx context.Context, args []string, s streams) int {
 	return code
 }
 
+// renderArgs are render's flags.
+type renderArgs struct {
+	file, objects, namespace, policyDir string
+	noPolicies                          bool
+	// suffix is --generate-name-suffix.
+	suffix string
+}
+
 // renderManifests reads the manifests and the cluster's objects, loads the
 // policies, and renders.
-func renderManifests(ctx context.Context, file, objects, namespace, policyDir string, noPolicies bool, stdin io.Reader) ([]render.Verdict, error) {
+func renderManifests(ctx context.Context, a renderArgs, stdin io.Reader) ([]render.Verdict, error) {
+	file, objects, namespace, policyDir, noPolicies := a.file, a.objects, a.namespace, a.policyDir, a.noPolicies
 	manifests, err := readObjectsFrom(file, stdin)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
@@ -94,7 +104,7 @@ func renderManifests(ctx context.Context, file, objects, namespace, policyDir st
 			return nil, fmt.Errorf("%s: %w", objects, err)
 		}
 	}
-	opts := render.Options{Manifests: manifests, Cluster: cluster, Namespace: namespace}
+	opts := render.Options{Manifests: manifests, Cluster: cluster, Namespace: namespace, GenerateNameSuffix: a.suffix}
 	if !noPolicies {
 		if opts.Policies, err = loadEngine(ctx, policyDir); err != nil {
 			return nil, err

@@ -32,6 +32,14 @@ func TestRender(t *testing.T) {
 		"policy-denied":     {args: []string{"-f", "policy-denied.yaml", "--objects", "claimed.yaml"}, wantCode: exitDenied},
 		"claims-bypass":     {args: []string{"-f", "claims-bypass.yaml", "--objects", "claimed.yaml"}, wantCode: exitDenied},
 		"policy-skipped":    {args: []string{"-f", "policy-denied.yaml", "--objects", "claimed.yaml", "--no-policies"}, wantCode: exitOK},
+		// The user's own Secret has the name of one Virtstation writes: the
+		// webhook denies, and so does render (it printed a replacement).
+		"foreign-userdata-secret":         {args: []string{"-f", "foreign-userdata.yaml"}, wantCode: exitDenied},
+		"foreign-userdata-secret-cluster": {args: []string{"-f", "vm-userdata-ref.yaml", "--objects", "foreign-userdata.yaml"}, wantCode: exitDenied},
+		"foreign-ssh-keys-secret":         {args: []string{"-f", "foreign-ssh-keys.yaml"}, wantCode: exitDenied},
+		// generateName VMs are previewed with the suffix the API server would add.
+		"generate-name":           {args: []string{"-f", "generate-name.yaml", "--generate-name-suffix", "x7k2q"}, wantCode: exitOK},
+		"generate-name-no-suffix": {args: []string{"-f", "generate-name.yaml"}, wantCode: exitBadInput},
 	}
 	dir := filepath.Join("testdata", "render")
 	for name, tc := range cases {

@@ -11,12 +11,10 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/webhooks/admit"
 	"github.com/virtstation/virtstation/webhooks/provenance"
 )
@@ -178,15 +176,8 @@ func (h *Handler) writeSecrets(ctx context.Context, req admission.Request, in In
 	wg.Wait()
 	for i, err := range errs {
 		w := writes[i]
-		if owner := (*OwnedSecretError)(nil); errors.As(err, &owner) {
-			return admit.Deny(field.ErrorList{field.Forbidden(field.NewPath("metadata", "name"), fmt.Sprintf(
-				"Secret %s/%s belongs to VirtualMachine %s (uid %s), which still exists; Virtstation never overwrites another VM's Secret (rule: secrets; fix: rename this VM, or delete the other one first)",
-				w.Secret.Namespace, w.Secret.Name, owner.Owner, owner.UID))}), false
-		}
-		if errors.Is(err, ErrForeignSecret) {
-			return admit.Deny(field.ErrorList{field.Forbidden(field.NewPath("metadata", "name"), fmt.Sprintf(
-				"Secret %s/%s already exists and is not managed by virtstation (label %s=%s); Virtstation needs that name for this VM (rule: secrets; fix: rename or remove that Secret, or rename the VM)",
-				w.Secret.Namespace, w.Secret.Name, api.LabelManagedBy, api.ManagedByValue))}), false
+		if denied, ok := SecretDenial(w, err); ok {
+			return admit.Deny(denied), false
 		}
 		if err != nil {
 			logf.FromContext(ctx).Error(err, "write secret", "uid", req.UID, "secret", w.Secret.Name)

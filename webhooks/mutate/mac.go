@@ -30,6 +30,9 @@ type podTarget struct {
 	// addDefault: the VM has no interfaces and auto-attach is on, so the
 	// webhook adds the default masquerade interface and pod network.
 	addDefault bool
+	// masquerade: the interface has (or gets) masquerade binding, where
+	// mac.Reserved belongs to the in-pod bridge.
+	masquerade bool
 }
 
 // findPodInterface locates the pod-network interface, or says why there is
@@ -46,7 +49,7 @@ func findPodInterface(spec *kubevirtv1.VirtualMachineInstanceSpec) (podTarget, s
 	if podNetwork == "" {
 		autoattach := spec.Domain.Devices.AutoattachPodInterface
 		if len(spec.Networks) == 0 && len(ifaces) == 0 && (autoattach == nil || *autoattach) {
-			return podTarget{name: defaultInterface, addDefault: true}, ""
+			return podTarget{name: defaultInterface, addDefault: true, masquerade: true}, ""
 		}
 		if len(spec.Networks) == 0 && len(ifaces) == 0 {
 			return podTarget{}, "autoattachPodInterface is false and the VM has no interfaces"
@@ -55,7 +58,7 @@ func findPodInterface(spec *kubevirtv1.VirtualMachineInstanceSpec) (podTarget, s
 	}
 	for i, iface := range ifaces {
 		if iface.Name == podNetwork {
-			return podTarget{index: i, name: iface.Name, current: iface.MacAddress}, ""
+			return podTarget{index: i, name: iface.Name, current: iface.MacAddress, masquerade: iface.Masquerade != nil}, ""
 		}
 	}
 	return podTarget{}, fmt.Sprintf("pod network %q has no interface of the same name", podNetwork)
@@ -79,6 +82,13 @@ func pinMAC(m *mutation) error {
 	if why != "" {
 		m.warnings = append(m.warnings, fmt.Sprintf("virtstation: MAC not pinned: %s", why))
 		return nil
+	}
+	if setting.Mode == api.MACFixed && target.masquerade {
+		if err := mac.ValidateMasquerade(setting.Address); err != nil {
+			m.denied = append(m.denied, field.Invalid(annPath, vm.Annotations[api.AnnotationMAC],
+				fmt.Sprintf("%v; interface %q uses masquerade (rule: mac; fix: set it to auto, off, or another unicast MAC such as 02:00:5e:10:00:01)", err, target.name)))
+			return nil
+		}
 	}
 	self := types.NamespacedName{Namespace: m.in.Namespace, Name: m.in.Name}
 
@@ -120,6 +130,9 @@ func (m *mutation) keepMAC(target podTarget, setting api.MACSetting, self types.
 	addr, err := mac.Parse(target.current)
 	if err == nil {
 		err = mac.ValidateAssignable(addr)
+	}
+	if err == nil && target.masquerade {
+		err = mac.ValidateMasquerade(addr)
 	}
 	if err != nil {
 		m.denied = append(m.denied, field.Invalid(fld, target.current,

@@ -91,6 +91,7 @@ var steps = []step{
 	setVideo,
 	mergeCloudInit, // mounts the disks and carries the keys set above
 	checkListLimits,
+	checkSecretNames,
 }
 
 // Mutate applies every step to a copy of the input object. It is a pure

@@ -255,6 +255,37 @@ func mutateCases() map[string]mutateCase {
 			vm:         vmJSON(nil, podSpec(masquerade("02:00:00:00:00:00"))),
 			wantDenied: field.ErrorList{field.Invalid(pathIfaces.Index(0).Child("macAddress"), "02:00:00:00:00:00", "")},
 		},
+		// KubeVirt v1.9.0 accepts what net.ParseMAC reads as 6 octets
+		// (pkg/network/link/mac.go:35, ValidateMacAddress) and reserves
+		// 02:00:00:00:00:00 on masquerade interfaces only
+		// (pkg/network/admitter/binding.go:91).
+		"existing dotted MAC is kept": {
+			vm:   vmJSON(nil, podSpec(masquerade("0200.5e10.0001"))),
+			want: vmJSON(nil, podSpec(masquerade("0200.5e10.0001"))),
+		},
+		"existing reserved MAC on a bridge interface is kept": {
+			vm:   vmJSON(nil, podSpec(`{"name":"default","bridge":{},"macAddress":"02:00:00:00:00:00"}`)),
+			want: vmJSON(nil, podSpec(`{"name":"default","bridge":{},"macAddress":"02:00:00:00:00:00"}`)),
+		},
+		"existing reserved MAC in hyphen form on masquerade": {
+			vm:         vmJSON(nil, podSpec(masquerade("02-00-00-00-00-00"))),
+			wantDenied: field.ErrorList{field.Invalid(pathIfaces.Index(0).Child("macAddress"), "02-00-00-00-00-00", "")},
+		},
+		"dotted MAC in the annotation is pinned": {
+			vm:           vmJSON(ann(api.AnnotationMAC, "0200.5e10.0001"), podSpec(masquerade(""))),
+			want:         vmJSON(ann(api.AnnotationMAC, "0200.5e10.0001", api.AnnotationInjected, injected(fromAnnotation)), podSpec(masquerade(fixedMAC))),
+			wantInjected: &fromAnnotation,
+		},
+		"reserved MAC in the annotation on a bridge interface is pinned": {
+			vm: vmJSON(ann(api.AnnotationMAC, "02:00:00:00:00:00"), podSpec(`{"name":"default","bridge":{}}`)),
+			want: vmJSON(ann(api.AnnotationMAC, "02:00:00:00:00:00", api.AnnotationInjected, injected(api.InjectedMAC{Interface: "default", Address: "02:00:00:00:00:00", Source: api.MACSourceAnnotation})),
+				podSpec(`{"name":"default","bridge":{},"macAddress":"02:00:00:00:00:00"}`)),
+			wantInjected: &api.InjectedMAC{Interface: "default", Address: "02:00:00:00:00:00", Source: api.MACSourceAnnotation},
+		},
+		"reserved MAC in the annotation on the default interface the webhook adds": {
+			vm:         vmJSON(ann(api.AnnotationMAC, "02:00:00:00:00:00"), `{"domain":{"devices":{}}}`),
+			wantDenied: field.ErrorList{field.Invalid(pathMACAnnotation, "02:00:00:00:00:00", "")},
+		},
 		"invalid annotation": {
 			vm:         vmJSON(ann(api.AnnotationMAC, "bogus"), podSpec(masquerade(""))),
 			wantDenied: field.ErrorList{field.Invalid(pathMACAnnotation, "bogus", "")},

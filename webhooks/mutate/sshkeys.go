@@ -2,6 +2,8 @@ package mutate
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -27,7 +29,28 @@ func setSSHKeys(m *mutation) error {
 		return nil
 	}
 	secretName := sshkeys.SecretName(m.in.Name)
-	creds, removed := withoutKeySecret(getList(m.obj, pathAccessCredentials), secretName)
+	guestAgent := setting.User != "" && setting.Propagation != api.PropagationCloudInit
+	// Ours are the entries exactly as this webhook writes them, for the
+	// user it recorded or the one it would write now; any other entry is
+	// the user's, even when it sources the same Secret.
+	var ourUsers []string
+	for _, rec := range []api.Injected{m.prev, m.oldInjected()} {
+		if rec.SSHKeys != nil && rec.SSHKeys.Secret == secretName {
+			ourUsers = append(ourUsers, rec.SSHKeys.User)
+		}
+	}
+	if guestAgent {
+		ourUsers = append(ourUsers, setting.User)
+	}
+	creds, removed := withoutOurCredentials(getList(m.obj, pathAccessCredentials), secretName, ourUsers)
+	if guestAgent && m.in.Name != "" {
+		if i := sourcing(creds, secretName); i >= 0 {
+			m.denied = append(m.denied, field.Forbidden(field.NewPath("spec", "template", "spec", "accessCredentials").Index(i).Child("sshPublicKey", "source", "secret", "secretName"), fmt.Sprintf(
+				"this entry sources Secret %s, which Virtstation writes with the namespace's keys for %s=%s (rule: ssh-keys; fix: remove this entry and let Virtstation add its own, or source a Secret of another name)",
+				secretName, api.AnnotationSSHUser, setting.User)))
+			return nil
+		}
+	}
 	if setting.User == "" {
 		if removed {
 			return m.writeCredentials(creds)
@@ -56,12 +79,7 @@ func setSSHKeys(m *mutation) error {
 			m.warnings = append(m.warnings, "virtstation: SSH keys not set up: the keys Secret is named after the VM, and a VM created with generateName has no name yet; apply it again once named")
 			return nil
 		}
-		creds = append(creds, map[string]any{
-			"sshPublicKey": map[string]any{
-				"source":            map[string]any{"secret": map[string]any{"secretName": secretName}},
-				"propagationMethod": map[string]any{"qemuGuestAgent": map[string]any{"users": []any{setting.User}}},
-			},
-		})
+		creds = append(creds, ourCredential(secretName, setting.User))
 		if err := m.writeCredentials(creds); err != nil {
 			return err
 		}
@@ -84,21 +102,42 @@ func (m *mutation) writeCredentials(creds []any) error {
 	return setList(m.obj, creds, pathAccessCredentials)
 }
 
-// withoutKeySecret drops the accessCredentials entry sourcing secretName,
-// which only this webhook writes.
-func withoutKeySecret(creds []any, secretName string) ([]any, bool) {
+// ourCredential is the accessCredentials entry the webhook writes.
+func ourCredential(secretName, user string) map[string]any {
+	return map[string]any{
+		"sshPublicKey": map[string]any{
+			"source":            map[string]any{"secret": map[string]any{"secretName": secretName}},
+			"propagationMethod": map[string]any{"qemuGuestAgent": map[string]any{"users": []any{user}}},
+		},
+	}
+}
+
+// withoutOurCredentials drops the accessCredentials entries equal to
+// ourCredential(secretName, u) for one of users; removed says whether
+// there were any.
+func withoutOurCredentials(creds []any, secretName string, users []string) ([]any, bool) {
 	out := make([]any, 0, len(creds))
 	removed := false
 	for _, c := range creds {
-		o, _ := c.(map[string]any)
-		key, _ := o["sshPublicKey"].(map[string]any)
-		src, _ := key["source"].(map[string]any)
-		sec, _ := src["secret"].(map[string]any)
-		if str(sec["secretName"]) == secretName {
+		if slices.ContainsFunc(users, func(u string) bool { return reflect.DeepEqual(c, ourCredential(secretName, u)) }) {
 			removed = true
 			continue
 		}
 		out = append(out, c)
 	}
 	return out, removed
+}
+
+// sourcing is the index of the first entry sourcing Secret secretName, or -1.
+func sourcing(creds []any, secretName string) int {
+	for i, c := range creds {
+		o, _ := c.(map[string]any)
+		key, _ := o["sshPublicKey"].(map[string]any)
+		src, _ := key["source"].(map[string]any)
+		sec, _ := src["secret"].(map[string]any)
+		if str(sec["secretName"]) == secretName {
+			return i
+		}
+	}
+	return -1
 }

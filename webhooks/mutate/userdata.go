@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/virtstation/virtstation/api"
@@ -58,9 +59,10 @@ func mergeCloudInit(m *mutation) error {
 	}
 	rec := &api.InjectedCloudInit{}
 	if idx < 0 {
-		volumes = append(volumes, map[string]any{"name": cloudInitVolume, "cloudInitNoCloud": map[string]any{}})
+		name := freeName(cloudInitVolume, names(volumes).Union(names(getList(m.obj, pathDisks))))
+		volumes = append(volumes, map[string]any{"name": name, "cloudInitNoCloud": map[string]any{}})
 		idx, kind = len(volumes)-1, "cloudInitNoCloud"
-		disks := append(getList(m.obj, pathDisks), map[string]any{"name": cloudInitVolume, "disk": map[string]any{"bus": "virtio"}})
+		disks := append(getList(m.obj, pathDisks), map[string]any{"name": name, "disk": map[string]any{"bus": "virtio"}})
 		if err := setList(m.obj, disks, pathDisks); err != nil {
 			return fmt.Errorf("add cloud-init disk: %w", err)
 		}
@@ -106,8 +108,14 @@ func mergeCloudInit(m *mutation) error {
 		m.denied = append(m.denied, field.Forbidden(field.NewPath("spec", "template", "spec", "volumes").Index(idx),
 			"the merged cloud-init user-data needs a per-VM Secret, which is named after the VM, and a VM created with generateName has no name yet (rule: cloud-init; fix: give the VM a name)"))
 		return nil
+	case userSecret == UserDataSecretName(m.in.Name):
+		m.denied = append(m.denied, field.Forbidden(fld.Child("secretRef", "name"), fmt.Sprintf(
+			"your user-data Secret is named %s, the name of the Secret Virtstation writes the merged user-data to (rule: cloud-init; fix: rename your Secret, for example to %s-cloud-init, and this secretRef with it)",
+			userSecret, m.in.Name)))
+		return nil
 	default:
 		rec.Secret, rec.UserSecret = UserDataSecretName(m.in.Name), userSecret
+		rec.UserDataBase64 = userSecret == "" && base64Form
 		src["secretRef"] = map[string]any{"name": rec.Secret}
 		m.secrets = append(m.secrets, SecretWrite{Secret: userDataSecret(m.in.Namespace, rec.Secret, merged)})
 	}
@@ -190,7 +198,11 @@ func (m *mutation) userData(src map[string]any, prev *api.InjectedCloudInit, fld
 		if ours && prev != nil && prev.UserSecret != "" {
 			name, ours = prev.UserSecret, false
 		}
-		data, found, err := m.secretUserData(name)
+		data, found, managed, err := m.secretUserData(name)
+		if ours && found && !managed {
+			// The user's own Secret, of the name Virtstation writes to.
+			ours = false
+		}
 		if err != nil {
 			return nil, "", false, false, err
 		}
@@ -201,7 +213,9 @@ func (m *mutation) userData(src map[string]any, prev *api.InjectedCloudInit, fld
 		}
 		user, ok := m.split(data, fld.Child("secretRef"))
 		if ours {
-			name = ""
+			// Inline user-data the webhook moved here keeps the field it
+			// was given in.
+			return user, "", prev != nil && prev.UserDataBase64, ok, nil
 		}
 		return user, name, false, ok, nil
 	}
@@ -273,21 +287,32 @@ func (m *mutation) split(data []byte, fld *field.Path) ([]byte, bool) {
 	return user, true
 }
 
-// secretUserData reads the user-data key of a Secret.
-func (m *mutation) secretUserData(name string) ([]byte, bool, error) {
+// secretUserData reads the user-data key of a Secret; managed says the
+// Secret is labelled as Virtstation's.
+func (m *mutation) secretUserData(name string) (data []byte, found, managed bool, err error) {
 	s, err := m.cluster.Secret(m.ctx, m.in.Namespace, name)
 	if err != nil {
-		return nil, false, fmt.Errorf("read user-data secret %s: %w", name, err)
+		return nil, false, false, fmt.Errorf("read user-data secret %s: %w", name, err)
 	}
 	if s == nil {
-		return nil, false, nil
+		return nil, false, false, nil
 	}
+	managed = s.Labels[api.LabelManagedBy] == api.ManagedByValue
 	for _, k := range []string{"userdata", "userData"} {
 		if v, ok := s.Data[k]; ok {
-			return v, true, nil
+			return v, true, managed, nil
 		}
 	}
-	return nil, true, nil
+	return nil, true, managed, nil
+}
+
+// freeName is base, or base-1, base-2, … : the first not in taken.
+func freeName(base string, taken sets.Set[string]) string {
+	name := base
+	for i := 1; taken.Has(name); i++ {
+		name = fmt.Sprintf("%s-%d", base, i)
+	}
+	return name
 }
 
 // volumeName is the name of volume v, "" if v is not an object.
