@@ -44,6 +44,10 @@ type Options struct {
 	// Grace is how long a claim holds before its VM exists; zero means
 	// claims.DefaultGrace, the webhook's default.
 	Grace time.Duration
+	// DefaultArchitecture is the cluster's default architecture, which a
+	// VM naming none runs on. Empty means that of a KubeVirt CR among the
+	// objects, else amd64, as the webhook decides.
+	DefaultArchitecture string
 }
 
 // Verdict is the outcome for one manifest.
@@ -105,6 +109,7 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 	static := mutate.NewStaticCluster(nil)
 	static.Static = lookup
 	static.CollectKeys = func(s []corev1.Secret) []string { keys, _ := sshkeys.Collect(s); return keys }
+	static.SetDefaultArchitecture(opts.DefaultArchitecture)
 	// Secrets and VMIs in the manifests count as existing for the VMs, as
 	// when applied together (data disks did, through world.add).
 	for i, obj := range append(append([]Object(nil), opts.Cluster...), opts.Manifests...) {
@@ -255,7 +260,7 @@ func withNamespace(obj Object, ns string) Object {
 	return out
 }
 
-// addState records a Secret or VMI for the cluster view.
+// addState records a Secret, VMI or KubeVirt CR for the cluster view.
 func addState(c *mutate.StaticCluster, obj Object, ns string) error {
 	u := &unstructured.Unstructured{Object: obj}
 	if u.GetNamespace() == "" {
@@ -265,6 +270,12 @@ func addState(c *mutate.StaticCluster, obj Object, ns string) error {
 	switch u.GroupVersionKind().GroupKind() {
 	case schema.GroupKind{Group: "kubevirt.io", Kind: "VirtualMachineInstance"}:
 		c.AddVMI(u.GetNamespace(), u.GetName())
+	case schema.GroupKind{Group: "kubevirt.io", Kind: "KubeVirt"}:
+		var kv kubevirtv1.KubeVirt
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &kv); err != nil {
+			return fmt.Errorf("decode KubeVirt %s: %w", u.GetName(), err)
+		}
+		c.AddKubeVirt(&kv)
 	case schema.GroupKind{Kind: "Secret"}:
 		var s corev1.Secret
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &s); err != nil {

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/render"
 )
 
@@ -22,11 +24,16 @@ func runRender(ctx context.Context, args []string, s streams) int {
 	output := fs.String("o", "yaml", "output format: yaml or json")
 	policyDir := fs.String("policy", "", "directory of operator Rego modules (*.rego) to evaluate with the shipped policies")
 	noPolicies := fs.Bool("no-policies", false, "skip the validating policies (mutation only)")
+	arch := fs.String("architecture", "", "the cluster's default architecture (amd64, arm64 or s390x), for VMs that name none; default: a KubeVirt CR's among the objects, else amd64")
 	if err := fs.Parse(args); err != nil {
 		return exitBadInput
 	}
 	if *file == "" || fs.NArg() > 0 {
-		fmt.Fprintln(s.err, "usage: virtstation render -f vm.yaml [--objects objects.yaml] [-n namespace] [-o yaml|json] [--policy DIR] [--no-policies]")
+		fmt.Fprintln(s.err, "usage: virtstation render -f vm.yaml [--objects objects.yaml] [-n namespace] [-o yaml|json] [--policy DIR] [--no-policies] [--architecture amd64|arm64|s390x]")
+		return exitBadInput
+	}
+	if _, ok := api.LookupArch(*arch); *arch != "" && !ok {
+		fmt.Fprintf(s.err, "render: --architecture %q: want one of %s\n", *arch, strings.Join(api.Architectures, ", "))
 		return exitBadInput
 	}
 	if *output != "yaml" && *output != "json" {
@@ -43,7 +50,7 @@ func runRender(ctx context.Context, args []string, s streams) int {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		v, err := renderManifests(ctx, *file, *objects, *namespace, *policyDir, *noPolicies, s.in)
+		v, err := renderManifests(ctx, *file, *objects, *namespace, *policyDir, *noPolicies, *arch, s.in)
 		done <- outcome{v, err}
 	}()
 	var verdicts []render.Verdict
@@ -83,7 +90,7 @@ func runRender(ctx context.Context, args []string, s streams) int {
 
 // renderManifests reads the manifests and the cluster's objects, loads the
 // policies, and renders.
-func renderManifests(ctx context.Context, file, objects, namespace, policyDir string, noPolicies bool, stdin io.Reader) ([]render.Verdict, error) {
+func renderManifests(ctx context.Context, file, objects, namespace, policyDir string, noPolicies bool, arch string, stdin io.Reader) ([]render.Verdict, error) {
 	manifests, err := readObjectsFrom(file, stdin)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
@@ -94,7 +101,7 @@ func renderManifests(ctx context.Context, file, objects, namespace, policyDir st
 			return nil, fmt.Errorf("%s: %w", objects, err)
 		}
 	}
-	opts := render.Options{Manifests: manifests, Cluster: cluster, Namespace: namespace}
+	opts := render.Options{Manifests: manifests, Cluster: cluster, Namespace: namespace, DefaultArchitecture: arch}
 	if !noPolicies {
 		if opts.Policies, err = loadEngine(ctx, policyDir); err != nil {
 			return nil, err

@@ -32,6 +32,12 @@ func TestRender(t *testing.T) {
 		"policy-denied":     {args: []string{"-f", "policy-denied.yaml", "--objects", "claimed.yaml"}, wantCode: exitDenied},
 		"claims-bypass":     {args: []string{"-f", "claims-bypass.yaml", "--objects", "claimed.yaml"}, wantCode: exitDenied},
 		"policy-skipped":    {args: []string{"-f", "policy-denied.yaml", "--objects", "claimed.yaml", "--no-policies"}, wantCode: exitOK},
+		// The cluster's default architecture: a KubeVirt CR among the
+		// objects, or --architecture, which wins.
+		"arch-from-kubevirt-cr":     {args: []string{"-f", "arch.yaml", "--objects", "arch-objects.yaml"}, wantCode: exitOK},
+		"arch-flag-wins":            {args: []string{"-f", "arch.yaml", "--objects", "arch-objects.yaml", "--architecture", "amd64"}, wantCode: exitOK},
+		"arch-vga-denied-on-s390x":  {args: []string{"-f", "arch-vga.yaml", "--architecture", "s390x"}, wantCode: exitDenied},
+		"arch-unknown-architecture": {args: []string{"-f", "arch.yaml", "--architecture", "ppc64le"}, wantCode: exitBadInput},
 	}
 	dir := filepath.Join("testdata", "render")
 	for name, tc := range cases {
