@@ -25,7 +25,8 @@ const (
 	DiskTypeCDROM DiskType = "cdrom"
 )
 
-// Buses KubeVirt accepts per disk type.
+// Buses KubeVirt accepts per disk type on some architecture; Arch says
+// which of them each architecture takes.
 var (
 	diskBuses  = sets.New("virtio", "sata", "scsi", "usb")
 	cdromBuses = sets.New("sata", "scsi")
@@ -39,7 +40,9 @@ type DataDisk struct {
 	MountPath string `json:"mountPath,omitempty"`
 	// Type is disk (default) or cdrom.
 	Type DiskType `json:"type,omitempty"`
-	// Bus defaults to virtio for a disk and sata for a cdrom.
+	// Bus is empty when the entry names none: the mutation then picks the
+	// architecture's (Arch.DefaultBus: virtio for a disk; sata for a cdrom
+	// on amd64, scsi elsewhere).
 	Bus string `json:"bus,omitempty"`
 	// ReadOnly attaches the disk read-only; always true for a cdrom.
 	ReadOnly bool `json:"readOnly,omitempty"`
@@ -47,8 +50,12 @@ type DataDisk struct {
 
 // ParseDataDisks parses virtstation.io/data-disks: either the shorthand
 // "name:/mount[,name[:/mount]]" or a JSON list of DataDisk. It checks the
-// syntax and fills defaults; whether the disks exist and the mount-path
-// rules are checked where the cluster and the policies are known. fld is the
+// syntax and the rules that hold on every architecture, and fills the
+// defaults that do not depend on it (type disk; a cdrom is read-only); the
+// bus an entry leaves out, and whether the VM's architecture takes the one
+// it names, are the mutation's (Arch). Whether the disks exist and the
+// mount-path rules are checked where the cluster and the policies are
+// known. fld is the
 // annotation's path, for the errors. The value is at most
 // MaxAnnotationBytes long, with at most MaxDataDisks entries.
 func ParseDataDisks(value string, fld *field.Path) ([]DataDisk, field.ErrorList) {
@@ -112,17 +119,17 @@ func defaultAndCheckDisk(d *DataDisk, fld *field.Path) field.ErrorList {
 	}
 	switch d.Type {
 	case DiskTypeDisk:
-		if d.Bus == "" {
-			d.Bus = "virtio"
-		}
-		if !diskBuses.Has(d.Bus) {
+		if d.Bus != "" && !diskBuses.Has(d.Bus) {
 			errs = append(errs, field.NotSupported(fld.Child("bus"), d.Bus, sets.List(diskBuses)))
 		}
-	case DiskTypeCDROM:
-		if d.Bus == "" {
-			d.Bus = "sata"
+		if d.Bus == "sata" && d.ReadOnly {
+			// KubeVirt: "sata hard-disks do not support read-only" (a sata
+			// cdrom is read-only, a sata disk cannot be).
+			errs = append(errs, field.Invalid(fld.Child("readOnly"), true,
+				"KubeVirt refuses a read-only disk on the sata bus; use bus virtio or scsi (or leave bus out), or drop readOnly"))
 		}
-		if !cdromBuses.Has(d.Bus) {
+	case DiskTypeCDROM:
+		if d.Bus != "" && !cdromBuses.Has(d.Bus) {
 			errs = append(errs, field.NotSupported(fld.Child("bus"), d.Bus, sets.List(cdromBuses)))
 		}
 		if d.MountPath != "" {

@@ -32,7 +32,7 @@ func assertErrors(t *testing.T, got, want field.ErrorList) {
 
 func TestParseDataDisks(t *testing.T) {
 	disk := func(name, mount string) DataDisk {
-		return DataDisk{Name: name, MountPath: mount, Type: DiskTypeDisk, Bus: "virtio"}
+		return DataDisk{Name: name, MountPath: mount, Type: DiskTypeDisk}
 	}
 	seventeen := make([]string, 17)
 	for i := range seventeen {
@@ -49,7 +49,7 @@ func TestParseDataDisks(t *testing.T) {
 	for i := range largest {
 		name := fmt.Sprintf("%02d", i) + strings.Repeat("a", 251)
 		mount := "/" + fmt.Sprintf("%02d", i) + strings.Repeat("m", 252)
-		largest[i] = DataDisk{Name: name, MountPath: mount, Type: DiskTypeDisk, Bus: "virtio", ReadOnly: false}
+		largest[i] = DataDisk{Name: name, MountPath: mount, Type: DiskTypeDisk, Bus: "", ReadOnly: false}
 		largestWant[i] = disk(name, mount)
 	}
 	largestJSON, err := json.Marshal(largest)
@@ -111,8 +111,16 @@ func TestParseDataDisks(t *testing.T) {
 			value: `[]`,
 			want:  []DataDisk{},
 		},
-		"JSON cdrom defaults to sata and read-only": {
+		"JSON cdrom is read-only, its bus left to the architecture": {
 			value: `[{"name":"iso","type":"cdrom"}]`,
+			want:  []DataDisk{{Name: "iso", Type: DiskTypeCDROM, ReadOnly: true}},
+		},
+		"JSON read-only disk on sata": {
+			value:   `[{"name":"ref","bus":"sata","readOnly":true}]`,
+			wantErr: field.ErrorList{field.Invalid(pathDataDisks.Index(0).Child("readOnly"), true, "")},
+		},
+		"JSON sata cdrom": {
+			value: `[{"name":"iso","type":"cdrom","bus":"sata"}]`,
 			want:  []DataDisk{{Name: "iso", Type: DiskTypeCDROM, Bus: "sata", ReadOnly: true}},
 		},
 		"JSON cdrom on scsi": {
@@ -232,6 +240,7 @@ func FuzzParseDataDisks(f *testing.F) {
 		`[{"name":"iso","type":"cdrom"}]`,
 		`[{"name":"iso","type":"cdrom","bus":"scsi","mountPath":"/x"}]`,
 		`[{"name":"a","type":"disk","bus":"usb","readOnly":true}]`,
+		`[{"name":"a","type":"disk","bus":"sata","readOnly":true}]`,
 		`[{"name":"a","type":"tape"}]`,
 		`[{"name":"a"}] x`, `[{"name":"a","size":1}]`, `[null]`, `[]`,
 	} {
@@ -267,11 +276,14 @@ func FuzzParseDataDisks(f *testing.F) {
 			seen.Insert(d.Name)
 			switch d.Type {
 			case DiskTypeDisk:
-				if !diskBuses.Has(d.Bus) {
+				if d.Bus != "" && !diskBuses.Has(d.Bus) {
 					t.Fatalf("ParseDataDisks(%q)[%d] = %+v: bus not allowed for a disk", value, i, d)
 				}
+				if d.Bus == "sata" && d.ReadOnly {
+					t.Fatalf("ParseDataDisks(%q)[%d] = %+v: KubeVirt refuses a read-only sata disk", value, i, d)
+				}
 			case DiskTypeCDROM:
-				if !cdromBuses.Has(d.Bus) || !d.ReadOnly || d.MountPath != "" {
+				if d.Bus != "" && !cdromBuses.Has(d.Bus) || !d.ReadOnly || d.MountPath != "" {
 					t.Fatalf("ParseDataDisks(%q)[%d] = %+v: want a read-only, unmounted cdrom on sata or scsi", value, i, d)
 				}
 			default:

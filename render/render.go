@@ -49,6 +49,10 @@ type Options struct {
 	// Grace is how long a claim holds before its VM exists; zero means
 	// claims.DefaultGrace, the webhook's default.
 	Grace time.Duration
+	// DefaultArchitecture is the cluster's default architecture, which a
+	// VM naming none runs on. Empty means that of a KubeVirt CR among the
+	// objects, else amd64, as the webhook decides.
+	DefaultArchitecture string
 	// GenerateNameSuffix, when set, renders a manifest VM that has only
 	// metadata.generateName as the API server would: the mutating webhook
 	// sees no name (it derives the MAC from the prefix and the request UID,
@@ -130,6 +134,7 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 	static := mutate.NewStaticCluster(nil)
 	static.Static = lookup
 	static.CollectKeys = func(s []corev1.Secret) []string { keys, _ := sshkeys.Collect(s); return keys }
+	static.SetDefaultArchitecture(opts.DefaultArchitecture)
 	// Secrets and VMIs in the manifests count as existing for the VMs, as
 	// when applied together (data disks did, through world.add).
 	for i, obj := range append(append([]Object(nil), opts.Cluster...), opts.Manifests...) {
@@ -370,7 +375,7 @@ func withNamespace(obj Object, ns string) Object {
 	return out
 }
 
-// addState records a Secret or VMI for the cluster view.
+// addState records a Secret, VMI or KubeVirt CR for the cluster view.
 func addState(c *mutate.StaticCluster, obj Object, ns string) error {
 	u := &unstructured.Unstructured{Object: obj}
 	if u.GetNamespace() == "" {
@@ -380,6 +385,12 @@ func addState(c *mutate.StaticCluster, obj Object, ns string) error {
 	switch u.GroupVersionKind().GroupKind() {
 	case schema.GroupKind{Group: "kubevirt.io", Kind: "VirtualMachineInstance"}:
 		c.AddVMI(u.GetNamespace(), u.GetName())
+	case schema.GroupKind{Group: "kubevirt.io", Kind: "KubeVirt"}:
+		var kv kubevirtv1.KubeVirt
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &kv); err != nil {
+			return fmt.Errorf("decode KubeVirt %s: %w", u.GetName(), err)
+		}
+		c.AddKubeVirt(&kv)
 	case schema.GroupKind{Kind: "Secret"}:
 		var s corev1.Secret
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &s); err != nil {

@@ -97,6 +97,16 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	} else {
 		ctrl.Log.WithName("setup").Info("CDI is not installed: data disks are bare PVCs only")
 	}
+	kv, err := served(mgr, kubevirtv1.SchemeGroupVersion.WithKind("KubeVirt"))
+	if err != nil {
+		return err
+	}
+	if kv {
+		// The default architecture of VMs that name none.
+		informers = append(informers, &kubevirtv1.KubeVirt{})
+	} else {
+		ctrl.Log.WithName("setup").Info("no KubeVirt CRD: VMs that name no architecture are taken to run on amd64")
+	}
 	for _, obj := range informers {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			return fmt.Errorf("start informer for %T: %w", obj, err)
@@ -111,6 +121,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Lookup: disks.Cache{Reader: mgr.GetCache(), NoDataVolumes: !cdi},
 		Reader: mgr.GetCache(), APIReader: mgr.GetAPIReader(),
 		CollectKeys: func(s []corev1.Secret) []string { keys, _ := sshkeys.Collect(s); return keys },
+		NoKubeVirt:  !kv,
 	}
 	verifier := provenance.Verifier{Reader: mgr.GetAPIReader()}
 	srv := mgr.GetWebhookServer()
@@ -190,12 +201,17 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 
 // hasDataVolumes reports whether the cluster serves CDI's DataVolume.
 func hasDataVolumes(mgr ctrl.Manager) (bool, error) {
-	_, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: cdiv1beta1.SchemeGroupVersion.Group, Kind: "DataVolume"}, cdiv1beta1.SchemeGroupVersion.Version)
+	return served(mgr, cdiv1beta1.SchemeGroupVersion.WithKind("DataVolume"))
+}
+
+// served reports whether the cluster serves a kind.
+func served(mgr ctrl.Manager, gvk schema.GroupVersionKind) (bool, error) {
+	_, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
 	if meta.IsNoMatchError(err) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("look up DataVolume: %w", err)
+		return false, fmt.Errorf("look up %s: %w", gvk.Kind, err)
 	}
 	return true, nil
 }

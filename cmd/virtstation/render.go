@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/render"
 )
 
@@ -23,11 +25,16 @@ func runRender(ctx context.Context, args []string, s streams) int {
 	policyDir := fs.String("policy", "", "directory of operator Rego modules (*.rego) to evaluate with the shipped policies")
 	noPolicies := fs.Bool("no-policies", false, "skip the validating policies (mutation only)")
 	suffix := fs.String("generate-name-suffix", "", "render VMs that have only metadata.generateName as named <generateName>SUFFIX (the API server appends 5 random characters; the MAC derives from the request UID, for which render uses SUFFIX)")
+	arch := fs.String("architecture", "", "the cluster's default architecture (amd64, arm64 or s390x), for VMs that name none; default: a KubeVirt CR's among the objects, else amd64")
 	if err := fs.Parse(args); err != nil {
 		return exitBadInput
 	}
 	if *file == "" || fs.NArg() > 0 {
-		fmt.Fprintln(s.err, "usage: virtstation render -f vm.yaml [--objects objects.yaml] [-n namespace] [-o yaml|json] [--policy DIR] [--no-policies] [--generate-name-suffix SUFFIX]")
+		fmt.Fprintln(s.err, "usage: virtstation render -f vm.yaml [--objects objects.yaml] [-n namespace] [-o yaml|json] [--policy DIR] [--no-policies] [--generate-name-suffix SUFFIX] [--architecture amd64|arm64|s390x]")
+		return exitBadInput
+	}
+	if _, ok := api.LookupArch(*arch); *arch != "" && !ok {
+		fmt.Fprintf(s.err, "render: --architecture %q: want one of %s\n", *arch, strings.Join(api.Architectures, ", "))
 		return exitBadInput
 	}
 	if *output != "yaml" && *output != "json" {
@@ -44,7 +51,7 @@ func runRender(ctx context.Context, args []string, s streams) int {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		v, err := renderManifests(ctx, renderArgs{file: *file, objects: *objects, namespace: *namespace, policyDir: *policyDir, noPolicies: *noPolicies, suffix: *suffix}, s.in)
+		v, err := renderManifests(ctx, renderArgs{file: *file, objects: *objects, namespace: *namespace, policyDir: *policyDir, noPolicies: *noPolicies, suffix: *suffix, arch: *arch}, s.in)
 		done <- outcome{v, err}
 	}()
 	var verdicts []render.Verdict
@@ -88,6 +95,8 @@ type renderArgs struct {
 	noPolicies                          bool
 	// suffix is --generate-name-suffix.
 	suffix string
+	// arch is --architecture.
+	arch string
 }
 
 // renderManifests reads the manifests and the cluster's objects, loads the
@@ -104,7 +113,7 @@ func renderManifests(ctx context.Context, a renderArgs, stdin io.Reader) ([]rend
 			return nil, fmt.Errorf("%s: %w", objects, err)
 		}
 	}
-	opts := render.Options{Manifests: manifests, Cluster: cluster, Namespace: namespace, GenerateNameSuffix: a.suffix}
+	opts := render.Options{Manifests: manifests, Cluster: cluster, Namespace: namespace, GenerateNameSuffix: a.suffix, DefaultArchitecture: a.arch}
 	if !noPolicies {
 		if opts.Policies, err = loadEngine(ctx, policyDir); err != nil {
 			return nil, err

@@ -40,6 +40,12 @@ func TestRender(t *testing.T) {
 		// generateName VMs are previewed with the suffix the API server would add.
 		"generate-name":           {args: []string{"-f", "generate-name.yaml", "--generate-name-suffix", "x7k2q"}, wantCode: exitOK},
 		"generate-name-no-suffix": {args: []string{"-f", "generate-name.yaml"}, wantCode: exitBadInput},
+		// The cluster's default architecture: a KubeVirt CR among the
+		// objects, or --architecture, which wins.
+		"arch-from-kubevirt-cr":     {args: []string{"-f", "arch.yaml", "--objects", "arch-objects.yaml"}, wantCode: exitOK},
+		"arch-flag-wins":            {args: []string{"-f", "arch.yaml", "--objects", "arch-objects.yaml", "--architecture", "amd64"}, wantCode: exitOK},
+		"arch-vga-denied-on-s390x":  {args: []string{"-f", "arch-vga.yaml", "--architecture", "s390x"}, wantCode: exitDenied},
+		"arch-unknown-architecture": {args: []string{"-f", "arch.yaml", "--architecture", "ppc64le"}, wantCode: exitBadInput},
 	}
 	dir := filepath.Join("testdata", "render")
 	for name, tc := range cases {

@@ -2,6 +2,7 @@ package mutate
 
 import (
 	"context"
+	"fmt"
 	"net"
 
 	corev1 "k8s.io/api/core/v1"
@@ -40,7 +41,9 @@ func MACIndexer(obj client.Object) []string {
 
 // CacheCluster answers Cluster from a controller-runtime cache that has the
 // IndexMAC index on VirtualMachines and informers on VirtualMachineInstances,
-// DataVolumes, PVCs and key Secrets.
+// DataVolumes, PVCs, key Secrets and KubeVirt CRs.
+//
+// +kubebuilder:rbac:groups=kubevirt.io,resources=kubevirts,verbs=list;watch
 type CacheCluster struct {
 	// Lookup finds data disks: a disks.Cache on the same cache.
 	disks.Lookup
@@ -50,6 +53,9 @@ type CacheCluster struct {
 	APIReader client.Reader
 	// CollectKeys turns key Secrets into normalized public keys.
 	CollectKeys func([]corev1.Secret) []string
+	// NoKubeVirt: the cluster serves no kubevirts.kubevirt.io, so there is
+	// no informer on it and no default architecture.
+	NoKubeVirt bool
 }
 
 var _ Cluster = CacheCluster{}
@@ -99,4 +105,16 @@ func (c CacheCluster) Secret(ctx context.Context, namespace, name string) (*core
 		return nil, err
 	}
 	return &s, nil
+}
+
+// DefaultArchitecture implements Cluster from the cache of KubeVirt CRs.
+func (c CacheCluster) DefaultArchitecture(ctx context.Context) (string, error) {
+	if c.NoKubeVirt {
+		return "", nil
+	}
+	var list kubevirtv1.KubeVirtList
+	if err := c.Reader.List(ctx, &list); err != nil {
+		return "", fmt.Errorf("list KubeVirt CRs: %w", err)
+	}
+	return KubeVirtDefaultArchitecture(list.Items), nil
 }

@@ -27,4 +27,9 @@ type Cluster interface {
 	SSHKeys(ctx context.Context, namespace string) ([]string, error)
 	// Secret returns a Secret, or nil when it does not exist.
 	Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
+	// DefaultArchitecture is the architecture KubeVirt gives a VM that
+	// names none (KubeVirtDefaultArchitecture of the KubeVirt CR), or ""
+	// when the cluster has no KubeVirt CR; the mutation then takes
+	// api.DefaultArch.
+	DefaultArchitecture(ctx context.Context) (string, error)
 }

@@ -56,6 +56,16 @@ func attachDataDisks(m *mutation) error {
 	if vm.Spec.Template == nil {
 		return nil
 	}
+	if len(wanted) > 0 {
+		arch, ok, err := m.archOf(api.RuleDataDisks)
+		if err != nil || !ok {
+			return err
+		}
+		if errs := chooseBuses(wanted, arch, fld); len(errs) > 0 {
+			m.denied = append(m.denied, errs...)
+			return nil
+		}
+	}
 	attach := make([]api.InjectedDisk, 0, len(wanted))
 	serials, diskNames := sets.New[string](), sets.New[string]()
 	for i, d := range wanted {
@@ -136,6 +146,27 @@ func attachDataDisks(m *mutation) error {
 		m.injected.DataDisks = attach
 	}
 	return nil
+}
+
+// chooseBuses gives each entry that names no bus the architecture's
+// default, and denies one whose bus the architecture does not take: KubeVirt
+// would admit the VM and refuse its VMI at start.
+func chooseBuses(disks []api.DataDisk, arch api.Arch, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i := range disks {
+		d := &disks[i]
+		if d.Bus == "" {
+			d.Bus = arch.DefaultBus(d.Type)
+			continue
+		}
+		if !arch.AcceptsBus(d.Type, d.Bus) {
+			e := field.NotSupported(fld.Index(i).Child("bus"), d.Bus, arch.Buses(d.Type))
+			e.Detail = fmt.Sprintf("KubeVirt v1.9.0 takes no %s on the %s bus on %s: %s (rule: %s; fix: use bus %s, or leave bus out)",
+				d.Type, d.Bus, arch.Name, e.Detail, api.RuleDataDisks, arch.DefaultBus(d.Type))
+			errs = append(errs, e)
+		}
+	}
+	return errs
 }
 
 // checkAttachmentChange denies a change of the attached data disks unless

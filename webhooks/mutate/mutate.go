@@ -67,6 +67,8 @@ type mutation struct {
 	// sshUser and cloudInitKeys pass from the SSH step to the cloud-init step.
 	sshUser       string
 	cloudInitKeys []string
+	// arch is the VM's architecture, resolved once by archOf.
+	arch archState
 }
 
 // SecretWrite is a Secret the admission needs in the cluster.

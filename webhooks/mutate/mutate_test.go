@@ -506,10 +506,14 @@ func checkLimitsHeld(t *testing.T, in Input, out map[string]any) {
 // fuzzCluster holds a VM using the MAC ns/web would derive, and one using
 // fixedMAC, so fuzzed inputs reach the collision and duplicate paths.
 func fuzzCluster() *StaticCluster {
-	return NewStaticCluster([]kubevirtv1.VirtualMachine{
+	c := NewStaticCluster([]kubevirtv1.VirtualMachine{
 		otherVM("other", "db", derivedMAC),
 		otherVM(testNamespace, "cache", fixedMAC),
 	})
+	// Data disks the fuzzer may attach, so it reaches the bus choice.
+	c.AddDataDisk(api.KindPVC, testNamespace, "iso", stepLabelDataDisk)
+	c.AddDataDisk(api.KindDataVolume, testNamespace, "home", stepLabelDataDisk)
+	return c
 }
 
 func FuzzMutate(f *testing.F) {
@@ -526,6 +530,11 @@ func FuzzMutate(f *testing.F) {
 	f.Add([]byte(vmJSON(stepAnn(api.AnnotationGPUs, h200+"=10"), `{"domain":{"resources":{"requests":{"amd.com/gpu":"7"}},"devices":{}}}`)), []byte(nil))
 	f.Add([]byte(vmJSON(stepAnn(api.AnnotationGPUs, gpuAnnotation(api.MaxGPUs+1)), specParts{}.String())), []byte(nil))
 	f.Add([]byte(vmJSON(stepAnn(api.AnnotationVideo, strings.Repeat("v", api.MaxAnnotationBytes+1)), specParts{}.String())), []byte(nil))
+	// Architectures (arch_test.go): buses and video chosen, or denied, per
+	// architecture.
+	for _, seed := range archFuzzSeeds() {
+		f.Add([]byte(seed), []byte(nil))
+	}
 	cluster := fuzzCluster()
 
 	f.Fuzz(func(t *testing.T, raw, oldRaw []byte) {
@@ -556,6 +565,7 @@ func FuzzMutate(f *testing.F) {
 			return
 		}
 		checkLimitsHeld(t, in, first.Object)
+		checkArchHeld(t, first)
 		// The handler's patch, applied to the request, is the mutation.
 		checkPatch(t, raw, in.Object, first.Object)
 		b, err := json.Marshal(first.Object)

@@ -26,6 +26,10 @@ type StaticCluster struct {
 	macs    map[string][]types.NamespacedName
 	vmis    sets.Set[types.NamespacedName]
 	secrets map[types.NamespacedName]*corev1.Secret
+	// kubevirts are the KubeVirt CRs, for DefaultArchitecture.
+	kubevirts []kubevirtv1.KubeVirt
+	// defaultArch, when set, overrides the KubeVirt CRs.
+	defaultArch string
 	// CollectKeys turns key Secrets into public keys; nil means no keys.
 	CollectKeys func([]corev1.Secret) []string
 }
@@ -57,6 +61,7 @@ func NewStaticCluster(vms []kubevirtv1.VirtualMachine) *StaticCluster {
 func (c *StaticCluster) WithVMs(vms []kubevirtv1.VirtualMachine) *StaticCluster {
 	out := NewStaticCluster(vms)
 	out.Static, out.vmis, out.secrets, out.CollectKeys = c.Static, c.vmis, c.secrets, c.CollectKeys
+	out.kubevirts, out.defaultArch = c.kubevirts, c.defaultArch
 	return out
 }
 
@@ -114,4 +119,24 @@ func (c *StaticCluster) SSHKeys(_ context.Context, namespace string) ([]string, 
 // Secret implements Cluster.
 func (c *StaticCluster) Secret(_ context.Context, namespace, name string) (*corev1.Secret, error) {
 	return c.secrets[types.NamespacedName{Namespace: namespace, Name: name}], nil
+}
+
+// AddKubeVirt records a KubeVirt CR: its default architecture is the one
+// DefaultArchitecture reports (see KubeVirtDefaultArchitecture).
+func (c *StaticCluster) AddKubeVirt(kv *kubevirtv1.KubeVirt) {
+	c.kubevirts = append(c.kubevirts, *kv.DeepCopy())
+}
+
+// SetDefaultArchitecture makes DefaultArchitecture report arch whatever the
+// KubeVirt CRs say; "" goes back to them.
+func (c *StaticCluster) SetDefaultArchitecture(arch string) {
+	c.defaultArch = arch
+}
+
+// DefaultArchitecture implements Cluster.
+func (c *StaticCluster) DefaultArchitecture(context.Context) (string, error) {
+	if c.defaultArch != "" {
+		return c.defaultArch, nil
+	}
+	return KubeVirtDefaultArchitecture(c.kubevirts), nil
 }

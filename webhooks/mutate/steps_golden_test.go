@@ -13,6 +13,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -47,6 +48,9 @@ type stepCluster struct {
 	// VMIs are running VirtualMachineInstances, as namespace/name.
 	VMIs    []string        `json:"vmis,omitempty"`
 	Secrets []corev1.Secret `json:"secrets,omitempty"`
+	// KubeVirts are the KubeVirt CRs, whose default architecture a VM that
+	// names none gets.
+	KubeVirts []kubevirtv1.KubeVirt `json:"kubevirts,omitempty"`
 }
 
 // stepDisk is a DataVolume or PVC.
@@ -113,6 +117,9 @@ func (g stepGolden) cluster(t testing.TB) *StaticCluster {
 		}
 		s.StringData = nil
 		c.AddSecret(s)
+	}
+	for i := range g.in.Cluster.KubeVirts {
+		c.AddKubeVirt(&g.in.Cluster.KubeVirts[i])
 	}
 	return c
 }

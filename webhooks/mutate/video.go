@@ -3,6 +3,7 @@ package mutate
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -15,8 +16,9 @@ var (
 )
 
 // setVideo sets domain.devices.video.type from virtstation.io/video and adds
-// a USB tablet when the VM has no input device, so the VNC pointer tracks the
-// browser's instead of drifting with relative PS/2 motion.
+// a tablet (USB; virtio on s390x, which has no USB) when the VM has no input
+// device, so the VNC pointer tracks the browser's instead of drifting with
+// relative PS/2 motion. The type must be one the VM's architecture takes.
 func setVideo(m *mutation) error {
 	typ := m.in.VM.Annotations[api.AnnotationVideo]
 	if typ == "" || m.in.VM.Spec.Template == nil {
@@ -25,6 +27,19 @@ func setVideo(m *mutation) error {
 	fld := field.NewPath("metadata", "annotations").Key(api.AnnotationVideo)
 	if !slices.Contains(api.VideoTypes, typ) {
 		m.deny(field.ErrorList{field.NotSupported(fld, typ, api.VideoTypes)}, api.RuleVideo, "pick one of the supported types")
+		return nil
+	}
+	arch, ok, err := m.archOf(api.RuleVideo)
+	if err != nil || !ok {
+		return err
+	}
+	if !arch.AcceptsVideo(typ) {
+		// KubeVirt admits the VM and refuses its VMI at start: "video model
+		// '<typ>' is not supported on <arch> architecture".
+		e := field.NotSupported(fld, typ, arch.VideoTypes)
+		e.Detail = fmt.Sprintf("KubeVirt v1.9.0 refuses video model %q on %s at start: %s (rule: %s; fix: use %s)",
+			typ, arch.Name, e.Detail, api.RuleVideo, strings.Join(quoteAll(arch.VideoTypes), " or "))
+		m.denied = append(m.denied, e)
 		return nil
 	}
 	devices := m.in.VM.Spec.Template.Spec.Domain.Devices
@@ -40,7 +55,7 @@ func setVideo(m *mutation) error {
 	video["type"] = typ
 	rec := &api.InjectedVideo{Type: typ}
 	if len(devices.Inputs) == 0 {
-		if err := setList(m.obj, []any{map[string]any{"name": "tablet", "type": "tablet", "bus": "usb"}}, pathInputs); err != nil {
+		if err := setList(m.obj, []any{map[string]any{"name": "tablet", "type": "tablet", "bus": arch.TabletBus}}, pathInputs); err != nil {
 			return fmt.Errorf("write inputs: %w", err)
 		}
 		rec.AddedTablet = true
@@ -49,4 +64,12 @@ func setVideo(m *mutation) error {
 	}
 	m.injected.Video = rec
 	return nil
+}
+
+func quoteAll(l []string) []string {
+	out := make([]string, len(l))
+	for i, s := range l {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
 }

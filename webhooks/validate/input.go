@@ -68,8 +68,9 @@ var dataDisksPath = field.NewPath("metadata", "annotations").Key(api.AnnotationD
 //
 // object and oldObject are the raw JSON of the request (oldObject may be
 // empty). namespace and name default to the object's own. dataDisks is the
-// parsed virtstation.io/data-disks annotation, with defaults filled in; it
-// is empty when the annotation is absent or does not parse (the mutating
+// parsed virtstation.io/data-disks annotation, with defaults filled in (bus
+// stays "" when the entry names none: the mutation picks the architecture's,
+// and object's spec shows it); it is empty when the annotation is absent or does not parse (the mutating
 // webhook denies those). volumeDisks are the disks the object's volumes and
 // dataVolumeTemplates attach outside the annotation (ParseVolumeDisks), each
 // with the field path that names it. userInfo is the admission request's user (any

@@ -34,8 +34,8 @@ func TestBuildInput(t *testing.T) {
 		"operation": "UPDATE", "namespace": "ns", "name": "vm",
 		"userInfo": map[string]any{"username": "alice", "groups": []any{"dev"}},
 		"dataDisks": []any{
-			map[string]any{"index": 0.0, "name": "a", "mountPath": "/srv/a", "type": "disk", "bus": "virtio", "readOnly": false},
-			map[string]any{"index": 1.0, "name": "b", "mountPath": "", "type": "cdrom", "bus": "sata", "readOnly": true},
+			map[string]any{"index": 0.0, "name": "a", "mountPath": "/srv/a", "type": "disk", "bus": "", "readOnly": false},
+			map[string]any{"index": 1.0, "name": "b", "mountPath": "", "type": "cdrom", "bus": "", "readOnly": true},
 		},
 		"disks": map[string]any{"a": map[string]any{"exists": true, "labelled": true, "kind": "PersistentVolumeClaim", "claimedBy": "", "claimLive": false, "sharedBy": []any{}, "usedBy": []any{}}},
 	}

@@ -1,0 +1,116 @@
+package api
+
+import "slices"
+
+// Architectures KubeVirt v1.9.0 runs VMs on. Its VMI admitter refuses any
+// other spec.architecture ("unsupported architecture",
+// pkg/virt-api/webhooks/validating-webhook/admitters/vmi-create-admitter.go,
+// ValidateVirtualMachineInstancePerArch).
+const (
+	ArchAMD64 = "amd64"
+	ArchARM64 = "arm64"
+	ArchS390X = "s390x"
+)
+
+// DefaultArch is the architecture of a VM that names none on a cluster whose
+// KubeVirt CR names none either.
+const DefaultArch = ArchAMD64
+
+// Arch is what KubeVirt v1.9.0 accepts, and Virtstation chooses, for the
+// devices Virtstation adds on one architecture. The lists are sorted.
+type Arch struct {
+	// Name is amd64, arm64 or s390x.
+	Name string
+	// DiskBuses are the buses of a data disk (type disk). A read-only disk
+	// never goes on sata, whatever the architecture: KubeVirt refuses
+	// "sata hard-disks do not support read-only".
+	DiskBuses []string
+	// CDROMBuses are the buses of a cdrom. virtio is never one: KubeVirt
+	// refuses "Bus type virtio is invalid for CD-ROM device" everywhere.
+	CDROMBuses []string
+	// DefaultDiskBus and DefaultCDROMBus are what an entry that names no
+	// bus gets.
+	DefaultDiskBus, DefaultCDROMBus string
+	// VideoTypes are the video models of domain.devices.video.type.
+	VideoTypes []string
+	// TabletBus is the bus of the tablet the video step adds.
+	TabletBus string
+}
+
+// The rules, from KubeVirt v1.9.0:
+//   - pkg/storage/admitters/disks.go validateBusSupport (every architecture,
+//     at VM and VMI admission): buses are virtio, sata, scsi or usb; a cdrom
+//     is never virtio; a sata disk is never read-only.
+//   - pkg/virt-api/webhooks/arm64.go validateDiskBus (VMI admission): on
+//     arm64 disk, cdrom and lun buses are virtio or scsi.
+//   - pkg/defaults/{amd64,arm64,s390x}.go: a bus left empty becomes sata on
+//     amd64 and virtio on arm64 and s390x, so a cdrom without a bus is
+//     refused on arm64 and s390x. Virtstation always names the bus.
+//   - pkg/virt-api/webhooks/{amd64,arm64,s390x}.go validateVideoType*
+//     (VMI admission): the video models each architecture takes.
+//   - s390x: KubeVirt's admission takes sata and usb disks there, but an
+//     s390x guest has neither controller (virt-launcher's s390x converter
+//     has no USB, IsUSBNeeded false, and its SCSI is virtio-scsi), so
+//     Virtstation offers only virtio and scsi, and a virtio tablet.
+var arches = map[string]Arch{
+	ArchAMD64: {
+		Name:           ArchAMD64,
+		DiskBuses:      []string{"sata", "scsi", "usb", "virtio"},
+		CDROMBuses:     []string{"sata", "scsi"},
+		DefaultDiskBus: "virtio", DefaultCDROMBus: "sata",
+		VideoTypes: []string{"bochs", "cirrus", "ramfb", "vga", "virtio"},
+		TabletBus:  "usb",
+	},
+	ArchARM64: {
+		Name:           ArchARM64,
+		DiskBuses:      []string{"scsi", "virtio"},
+		CDROMBuses:     []string{"scsi"},
+		DefaultDiskBus: "virtio", DefaultCDROMBus: "scsi",
+		VideoTypes: []string{"ramfb", "virtio"},
+		TabletBus:  "usb",
+	},
+	ArchS390X: {
+		Name:           ArchS390X,
+		DiskBuses:      []string{"scsi", "virtio"},
+		CDROMBuses:     []string{"scsi"},
+		DefaultDiskBus: "virtio", DefaultCDROMBus: "scsi",
+		VideoTypes: []string{"virtio"},
+		TabletBus:  "virtio",
+	},
+}
+
+// Architectures lists the architectures LookupArch knows, sorted.
+var Architectures = []string{ArchAMD64, ArchARM64, ArchS390X}
+
+// LookupArch returns the rules of an architecture KubeVirt v1.9.0 runs VMs
+// on.
+func LookupArch(name string) (Arch, bool) {
+	a, ok := arches[name]
+	return a, ok
+}
+
+// Buses returns the buses a data disk of type t may use.
+func (a Arch) Buses(t DiskType) []string {
+	if t == DiskTypeCDROM {
+		return a.CDROMBuses
+	}
+	return a.DiskBuses
+}
+
+// DefaultBus returns the bus of a data disk of type t that names none.
+func (a Arch) DefaultBus(t DiskType) string {
+	if t == DiskTypeCDROM {
+		return a.DefaultCDROMBus
+	}
+	return a.DefaultDiskBus
+}
+
+// AcceptsBus reports whether a data disk of type t may use bus.
+func (a Arch) AcceptsBus(t DiskType, bus string) bool {
+	return slices.Contains(a.Buses(t), bus)
+}
+
+// AcceptsVideo reports whether typ is a video model of the architecture.
+func (a Arch) AcceptsVideo(typ string) bool {
+	return slices.Contains(a.VideoTypes, typ)
+}
