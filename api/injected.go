@@ -63,6 +63,9 @@ type InjectedSSHKeys struct {
 // InjectedVideo records the video device.
 type InjectedVideo struct {
 	Type string `json:"type"`
+	// Replaced is the user's own video.type that Type replaced; nil when
+	// the VM had no video device. Removing the annotation puts it back.
+	Replaced *string `json:"replaced,omitempty"`
 	// AddedTablet: the webhook added a USB tablet so the VNC pointer tracks.
 	AddedTablet bool `json:"addedTablet,omitempty"`
 }

@@ -115,12 +115,6 @@ func withoutVirtstationAnnotations(obj map[string]any, keepRecord bool) map[stri
 	return out
 }
 
-// roundTripKnown are the cases that do not round-trip yet, and why.
-var roundTripKnown = map[string]string{
-	"video-type-set-and-a-tablet-added":              "removing virtstation.io/video leaves video.type and the tablet (video.go; reported to the lead, the arch helper owns that file)",
-	"video-a-vm-with-an-input-device-gets-no-tablet": "removing virtstation.io/video leaves video.type (video.go; reported to the lead, the arch helper owns that file)",
-	"all-steps-together":                             "removing virtstation.io/video leaves video.type and the tablet (video.go; reported to the lead, the arch helper owns that file)",
-}
 
 // TestMutateStepsRoundTrip admits every admitted CREATE case, then removes
 // the virtstation.io annotations from the stored VM: the VM must come back
@@ -129,9 +123,6 @@ var roundTripKnown = map[string]string{
 func TestMutateStepsRoundTrip(t *testing.T) {
 	for _, g := range loadStepGoldens(t) {
 		t.Run(g.name, func(t *testing.T) {
-			if why, ok := roundTripKnown[g.name]; ok {
-				t.Skip(why)
-			}
 			// Data disks change only on a stopped VM: stop it.
 			halted := deepCopyJSON(g.in.Object)
 			if spec, ok := halted["spec"].(map[string]any); ok {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/api"
 )
@@ -21,7 +22,11 @@ var (
 // relative PS/2 motion. The type must be one the VM's architecture takes.
 func setVideo(m *mutation) error {
 	typ := m.in.VM.Annotations[api.AnnotationVideo]
-	if typ == "" || m.in.VM.Spec.Template == nil {
+	if m.in.VM.Spec.Template == nil {
+		return nil
+	}
+	if typ == "" {
+		removeVideo(m)
 		return nil
 	}
 	fld := field.NewPath("metadata", "annotations").Key(api.AnnotationVideo)
@@ -53,7 +58,7 @@ func setVideo(m *mutation) error {
 		return fmt.Errorf("write video: %w", err)
 	}
 	video["type"] = typ
-	rec := &api.InjectedVideo{Type: typ}
+	rec := &api.InjectedVideo{Type: typ, Replaced: usersVideoType(m.prev.Video, devices.Video)}
 	if len(devices.Inputs) == 0 {
 		if err := setList(m.obj, []any{map[string]any{"name": "tablet", "type": "tablet", "bus": arch.TabletBus}}, pathInputs); err != nil {
 			return fmt.Errorf("write inputs: %w", err)
@@ -64,6 +69,46 @@ func setVideo(m *mutation) error {
 	}
 	m.injected.Video = rec
 	return nil
+}
+
+// usersVideoType is the user's own video.type under what the webhook
+// writes: what the record says it replaced while the VM still shows the
+// webhook's type, else what the VM has now (nil: no video device).
+func usersVideoType(prev *api.InjectedVideo, cur *kubevirtv1.VideoDevice) *string {
+	if cur == nil {
+		return nil
+	}
+	if prev != nil && cur.Type == prev.Type {
+		return prev.Replaced
+	}
+	t := cur.Type
+	return &t
+}
+
+// removeVideo gives the VM back its own video device and inputs once the
+// annotation is gone: the type the webhook replaced (or no video device),
+// and no tablet if the webhook added the one there is.
+func removeVideo(m *mutation) {
+	prev := m.prev.Video
+	if prev == nil {
+		return
+	}
+	devices := m.in.VM.Spec.Template.Spec.Domain.Devices
+	if devices.Video != nil && devices.Video.Type == prev.Type {
+		switch {
+		case prev.Replaced == nil:
+			unstructuredRemove(m.obj, pathVideo)
+		case *prev.Replaced == "":
+			unstructuredRemove(m.obj, append(slices.Clone(pathVideo), "type"))
+		default:
+			if video, ok := getMap(m.obj, pathVideo); ok {
+				video["type"] = *prev.Replaced
+			}
+		}
+	}
+	if prev.AddedTablet && len(devices.Inputs) == 1 && devices.Inputs[0].Name == "tablet" && devices.Inputs[0].Type == "tablet" {
+		unstructuredRemove(m.obj, pathInputs)
+	}
 }
 
 func quoteAll(l []string) []string {
