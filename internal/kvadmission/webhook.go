@@ -35,7 +35,12 @@ type WebhookOptions struct {
 	CertDir string
 	// Kubeconfig lets KubeVirt look up instancetypes and preferences.
 	Kubeconfig string
-	// DefaultArch is the cluster's default architecture ("" is amd64).
+	// Namespace, with Kubeconfig, is where KubeVirt is installed: the
+	// KubeVirt CR there configures KubeVirt's admission, as it does virt-api
+	// (its informer sees changes within moments).
+	Namespace string
+	// DefaultArch is the default architecture when no KubeVirt CR names
+	// one ("" is amd64): that of the node virt-api runs on.
 	DefaultArch string
 	// Log receives the process's log; nil discards it.
 	Log io.Writer
@@ -50,6 +55,9 @@ func StartWebhook(ctx context.Context, o WebhookOptions) (*Webhook, error) {
 	args := []string{"serve", "--cert-dir", o.CertDir, "--listen", "127.0.0.1:0"}
 	if o.Kubeconfig != "" {
 		args = append(args, "--kubeconfig", o.Kubeconfig)
+	}
+	if o.Namespace != "" {
+		args = append(args, "--kubevirt-namespace", o.Namespace)
 	}
 	if o.DefaultArch != "" {
 		args = append(args, "--default-arch", o.DefaultArch)

@@ -29,6 +29,11 @@ import (
 // ConfigMaps go there.
 const InstallNamespace = "virtstation-system"
 
+// KubeVirtNamespace is where KubeVirt is "installed": KubeVirt's admission
+// follows the KubeVirt CR there, as virt-api follows the one in its own
+// namespace.
+const KubeVirtNamespace = "kubevirt"
+
 // ClaimGrace is the webhooks' claim grace: short in tests so released
 // claims can be observed quickly.
 const ClaimGrace = 3 * time.Second
@@ -111,8 +116,10 @@ func Start(ctx context.Context, opts ...StartOption) (*Env, error) {
 		return nil, errors.Join(fmt.Errorf("start control plane: %w", err), os.RemoveAll(e.tmpDir))
 	}
 	e.Config = cfg
-	if err := createNamespace(ctx, cfg, InstallNamespace); err != nil {
-		return nil, errors.Join(err, te.Stop(), os.RemoveAll(e.tmpDir))
+	for _, ns := range []string{InstallNamespace, KubeVirtNamespace} {
+		if err := createNamespace(ctx, cfg, ns); err != nil {
+			return nil, errors.Join(err, te.Stop(), os.RemoveAll(e.tmpDir))
+		}
 	}
 	// KubeVirt's admission spends seconds of CPU initialising; it starts
 	// while the webhook manager's informers sync.

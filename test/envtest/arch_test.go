@@ -2,53 +2,61 @@ package envtest_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/internal/testenv"
 )
 
 // TestClusterDefaultArchitecture: on a cluster whose KubeVirt CR says
 // defaultArchitecture arm64, a VM that names no architecture gets what
 // KubeVirt v1.9.0 accepts on arm64 (a scsi cdrom, not the amd64 sata one),
 // and vga video, which arm64 refuses at start, is denied at apply time. A VM
-// that names amd64 keeps amd64's choices.
+// that names amd64 keeps amd64's choices. KubeVirt's own admission follows
+// the same CR, so it judges what Virtstation wrote as arm64.
 //
-// It is not parallel: the KubeVirt CR is cluster-wide, so it exists only
-// while this test runs, and is deleted before the parallel tests resume.
+// It is not parallel: the KubeVirt CR is cluster-wide, so it says arm64
+// only while this test runs, and amd64 again before the parallel tests
+// resume.
 func TestClusterDefaultArchitecture(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "arch")
 	createPVC(t, ns, "iso", true)
 	waitCached(t, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "iso"}})
 
-	kvNS := newNamespace(t, "kubevirt")
-	kv := &kubevirtv1.KubeVirt{
-		ObjectMeta: metav1.ObjectMeta{Namespace: kvNS, Name: "kubevirt"},
-		Spec: kubevirtv1.KubeVirtSpec{Configuration: kubevirtv1.KubeVirtConfiguration{
-			ArchitectureConfiguration: &kubevirtv1.ArchConfiguration{DefaultArchitecture: api.ArchARM64},
-		}},
+	// A VM Virtstation does not manage, with a sata disk: KubeVirt starts it
+	// on amd64 and refuses it on arm64.
+	sataVM := func(name string) *kubevirtv1.VirtualMachine {
+		return newVM(ns, name, func(vm *kubevirtv1.VirtualMachine) {
+			vm.Spec.Template.Spec.Domain.Devices.Disks[0].Disk.Bus = kubevirtv1.DiskBusSATA
+		})
 	}
-	if err := env.Client.Create(ctx, kv, strict); err != nil {
-		t.Fatal(err)
-	}
+	setClusterDefaultArchitecture(t, api.ArchARM64)
 	t.Cleanup(func() {
-		if err := env.Client.Delete(context.Background(), kv); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("delete KubeVirt CR: %v", err)
-		}
-		// Later tests must see the amd64 default again.
+		// Later tests must see the amd64 default again, in Virtstation's
+		// cache and in KubeVirt's own admission.
+		setClusterDefaultArchitecture(t, api.ArchAMD64)
 		eventually(t, 10*time.Second, func() error {
-			return absentFromCache(&kubevirtv1.KubeVirt{}, client.ObjectKeyFromObject(kv))
+			return env.Client.Create(context.Background(), sataVM("sata-amd64-again"), client.DryRunAll)
 		})
 	})
-	waitCached(t, &kubevirtv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Namespace: kvNS, Name: "kubevirt"}})
+	// KubeVirt's own admission follows the same CR: its arm64 rules refuse
+	// the sata disk at start.
+	eventually(t, 10*time.Second, func() error {
+		err := env.Client.Create(ctx, sataVM("sata-arm64"), client.DryRunAll)
+		if err == nil || !strings.Contains(err.Error(), "Arm64 not support this disk bus type") {
+			return fmt.Errorf("KubeVirt's admission does not judge as arm64 yet: %v", err)
+		}
+		return nil
+	})
 
 	withCDROM := withAnnotation(api.AnnotationDataDisks, `[{"name":"iso","type":"cdrom"}]`)
 	cases := map[string]struct {
@@ -94,14 +102,32 @@ func TestClusterDefaultArchitecture(t *testing.T) {
 	}
 }
 
-// absentFromCache is nil once the webhook's cache no longer holds key.
-func absentFromCache(obj client.Object, key client.ObjectKey) error {
-	err := env.Manager.GetCache().Get(context.Background(), key, obj)
-	if apierrors.IsNotFound(err) {
+// setClusterDefaultArchitecture writes the test control plane's KubeVirt CR
+// as virt-operator would for a cluster defaulting to arch (spec and
+// status), and waits until Virtstation's cache sees it.
+func setClusterDefaultArchitecture(t *testing.T, arch string) {
+	t.Helper()
+	ctx := context.Background()
+	key := client.ObjectKey{Namespace: testenv.KubeVirtNamespace, Name: testenv.KubeVirtCRName}
+	eventually(t, 10*time.Second, func() error {
+		var kv kubevirtv1.KubeVirt
+		if err := env.Client.Get(ctx, key, &kv); err != nil {
+			return err
+		}
+		kv.Spec.Configuration.ArchitectureConfiguration = &kubevirtv1.ArchConfiguration{DefaultArchitecture: arch}
+		// virt-api reads the default from status. (The CRD from
+		// kubevirt.io/api has no status subresource.)
+		kv.Status.DefaultArchitecture = arch
+		return env.Client.Update(ctx, &kv)
+	})
+	eventually(t, 10*time.Second, func() error {
+		var kv kubevirtv1.KubeVirt
+		if err := env.Manager.GetCache().Get(ctx, key, &kv); err != nil {
+			return err
+		}
+		if kv.Status.DefaultArchitecture != arch {
+			return fmt.Errorf("the webhook's cache still has %q", kv.Status.DefaultArchitecture)
+		}
 		return nil
-	}
-	if err == nil {
-		return apierrors.NewAlreadyExists(kubevirtv1.Resource("kubevirts"), key.Name)
-	}
-	return err
+	})
 }
