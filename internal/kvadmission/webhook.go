@@ -108,11 +108,12 @@ func (w *Webhook) Stop() error {
 		return err
 	}
 	select {
-	case <-w.done:
+	case err := <-w.done:
+		// serve shuts down on an interrupt and exits 0.
+		return err
 	case <-time.After(10 * time.Second):
-		_ = w.cmd.Process.Kill()
+		return errors.Join(errors.New("kvadmission serve did not stop within 10s"), w.cmd.Process.Kill())
 	}
-	return nil
 }
 
 // Configuration is the ValidatingWebhookConfiguration that sends every

@@ -2,6 +2,7 @@ package envtest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -52,8 +53,11 @@ func TestClusterDefaultArchitecture(t *testing.T) {
 	// the sata disk at start.
 	eventually(t, 10*time.Second, func() error {
 		err := env.Client.Create(ctx, sataVM("sata-arm64"), client.DryRunAll)
-		if err == nil || !strings.Contains(err.Error(), "Arm64 not support this disk bus type") {
-			return fmt.Errorf("KubeVirt's admission does not judge as arm64 yet: %v", err)
+		if err == nil {
+			return errors.New("KubeVirt's admission does not judge as arm64 yet: the sata VM is admitted")
+		}
+		if !strings.Contains(err.Error(), "Arm64 not support this disk bus type") {
+			return fmt.Errorf("KubeVirt's admission refused the sata VM for another reason: %w", err)
 		}
 		return nil
 	})
