@@ -67,9 +67,19 @@ const (
 // cluster default the generator uses.
 var Architectures = []string{"amd64", "arm64", "s390x"}
 
+// Options says what Generate may make.
+type Options struct {
+	// Instancetypes lets VMs take their CPU and memory from a cluster
+	// instancetype (u1.small, u1.medium) instead of the template. Only a
+	// checker that can look instancetypes up can judge them: without the
+	// lookup, KubeVirt's VMI admission finds no memory. Without it, VMs
+	// name only a cluster preference (debian), which adds no conflicts.
+	Instancetypes bool
+}
+
 // Generate makes one Case from src.
-func Generate(src Source) Case {
-	g := &gen{src: src, c: &Case{}}
+func Generate(src Source, opts Options) Case {
+	g := &gen{src: src, c: &Case{}, opts: opts}
 	g.generate()
 	slices.Sort(g.c.Features)
 	g.c.Features = slices.Compact(g.c.Features)
@@ -77,8 +87,9 @@ func Generate(src Source) Case {
 }
 
 type gen struct {
-	src Source
-	c   *Case
+	src  Source
+	c    *Case
+	opts Options
 
 	name, generateName string
 	arch               string // effective architecture of the VM
@@ -251,23 +262,26 @@ func (g *gen) userCDROMBus() string {
 }
 
 func (g *gen) runStrategy(spec map[string]any) {
-	switch g.weighted(60, 25, 15) {
-	case 0:
+	// KubeVirt v1.9.0 wants one of them ("RunStrategy must be specified").
+	if g.chance(70) {
 		s := g.pick("Always", "Halted", "Manual", "RerunOnFailure", "Once")
 		spec["runStrategy"] = s
 		g.feature("runStrategy", s)
-	case 1:
-		r := g.chance(50)
-		spec["running"] = r
-		g.feature("running", fmt.Sprint(r))
-	default:
-		g.feature("runStrategy", "unset")
+		return
 	}
+	r := g.chance(50)
+	spec["running"] = r
+	g.feature("running", fmt.Sprint(r))
 }
 
 // instancetype replaces the template's memory with a cluster instancetype
 // and preference, which conflict with domain.memory and resources.
 func (g *gen) instancetype(spec, tmpl map[string]any) {
+	if !g.opts.Instancetypes {
+		spec["preference"] = map[string]any{"kind": "VirtualMachineClusterPreference", "name": "debian"}
+		g.feature("preference")
+		return
+	}
 	domain, _ := tmpl["domain"].(map[string]any)
 	delete(domain, "memory")
 	if res, ok := domain["resources"].(map[string]any); ok {

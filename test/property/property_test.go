@@ -79,7 +79,7 @@ func TestProperty(t *testing.T) {
 		first, last = *flagCase, *flagCase+1
 	}
 	start := time.Now()
-	features := map[string]int{}
+	features, denials := map[string]int{}, map[string]int{}
 	type example struct {
 		index int
 		f     failure
@@ -88,11 +88,14 @@ func TestProperty(t *testing.T) {
 	classes := map[string]*example{}
 	failed := 0
 	for i := first; i < last; i++ {
-		c := vmgen.Generate(vmgen.NewSource(seed, i))
+		c := vmgen.Generate(vmgen.NewSource(seed, i), vmgen.Options{})
 		for _, f := range c.Features {
 			features[f]++
 		}
-		fails := checkCase(ctx, kv, c, fmt.Sprintf("seed-%d-case-%d", seed, i))
+		fails, denied := checkCaseDenials(ctx, kv, c, fmt.Sprintf("seed-%d-case-%d", seed, i))
+		for _, d := range denied {
+			denials[indices.ReplaceAllString(secretName.ReplaceAllString(quoted.ReplaceAllString(d, `"…"`), "Secret … "), "[*]")]++
+		}
 		if len(fails) == 0 {
 			continue
 		}
@@ -135,6 +138,16 @@ func TestProperty(t *testing.T) {
 			fmt.Fprintf(&b, "  %5d %s\n", features[k], k)
 		}
 		t.Logf("features covered:\n%s", b.String())
+		b.Reset()
+		keys = keys[:0]
+		for k := range denials {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "  %5d %s\n", denials[k], clipString(k, 240))
+		}
+		t.Logf("the webhook denied (KubeVirt accepts all of these VMs):\n%s", b.String())
 	}
 }
 
@@ -153,7 +166,7 @@ func FuzzProperty(f *testing.F) {
 	kv := startCheckers(f)
 	ctx := context.Background()
 	f.Fuzz(func(t *testing.T, choices []byte) {
-		c := vmgen.Generate(vmgen.BytesSource(choices))
+		c := vmgen.Generate(vmgen.BytesSource(choices), vmgen.Options{})
 		for _, fl := range checkCase(ctx, kv, c, "fuzz-request") {
 			t.Errorf("%s: %s\n%s\n%s", fl.check, fl.class, fl.detail, caseYAML(c))
 		}
@@ -175,7 +188,7 @@ var requiredFeatures = []string{
 	"gpu-annotation", "gpu-resources=limits", "user-gpus",
 	"ssh=" + api.PropagationQemuGuestAgent, "ssh=" + api.PropagationCloudInit, "ssh=default-propagation",
 	"video=vga", "video=virtio", "autoattachGraphicsDevice=false", "autoattachGraphicsDevice=true",
-	"instancetype", "runStrategy=Always", "runStrategy=Halted", "running=false", "generateName", "dataVolumeTemplates",
+	"preference", "runStrategy=Always", "runStrategy=Halted", "running=false", "generateName", "dataVolumeTemplates",
 	"vm-arch=arm64", "vm-arch=s390x", "cluster-arch=arm64",
 	"mac-annotation=auto", "mac-annotation=off", "mac-annotation=colon",
 	"user-credentials", "user-credentials-named-like-virtstation's", "user-secret-named-like-virtstation's",
@@ -198,7 +211,14 @@ func checkCoverage(t *testing.T, features map[string]int) {
 // checkCase runs the five checks on one case. uid is the admission
 // request's UID (it seeds the MAC of a generateName VM).
 func checkCase(ctx context.Context, kv checkers, c vmgen.Case, uid string) []failure {
-	var fails []failure
+	fails, _ := checkCaseDenials(ctx, kv, c, uid)
+	return fails
+}
+
+// checkCaseDenials is checkCase that also returns the causes of the
+// webhook's denial of the CREATE, if it denied: a denial is a verdict,
+// not a failure, but the verbose summary lists them for review.
+func checkCaseDenials(ctx context.Context, kv checkers, c vmgen.Case, uid string) (fails []failure, denied []string) {
 	fail := func(check, class, format string, args ...any) {
 		fails = append(fails, failure{check: check, class: class, detail: fmt.Sprintf(format, args...)})
 	}
@@ -208,22 +228,22 @@ func checkCase(ctx context.Context, kv checkers, c vmgen.Case, uid string) []fai
 	before, err := kubevirt(checker, c.VM)
 	if err != nil {
 		fail("kubevirt", "checker error", "%v", err)
-		return fails
+		return fails, denied
 	}
 	if !before.Allowed {
 		fail("generator", "KubeVirt rejects the VM before Virtstation: "+verdictClass(before), "%s", verdictText(before))
-		return fails
+		return fails, denied
 	}
 
 	w, err := newWorld(c)
 	if err != nil {
 		fail("harness", "world", "%v", err)
-		return fails
+		return fails, denied
 	}
 	created, err := w.admit(ctx, uid, admissionv1.Create, c.VM, nil)
 	if err != nil {
 		fail("webhook", "admission fault", "%v", err)
-		return fails
+		return fails, denied
 	}
 	written := w.takeWritten()
 	if !created.allowed && created.code >= 500 {
@@ -233,11 +253,19 @@ func checkCase(ctx context.Context, kv checkers, c vmgen.Case, uid string) []fai
 	// 5. render reaches the webhook's verdict and output.
 	fails = append(fails, compareRender(ctx, c, created, written)...)
 	if !created.allowed {
-		return fails
+		denied = created.causes
+		return fails, denied
 	}
 
 	// 1. KubeVirt accepts what Virtstation admitted.
+	judged := map[string]bool{}
 	checkKubeVirt := func(what string, obj map[string]any) {
+		// The same admitted object needs judging once.
+		if key := mustJSON(obj); judged[key] {
+			return
+		} else {
+			judged[key] = true
+		}
 		v, err := kubevirt(checker, obj)
 		if err != nil {
 			fail("kubevirt", "checker error", "%s: %v", what, err)
@@ -270,11 +298,11 @@ func checkCase(ctx context.Context, kv checkers, c vmgen.Case, uid string) []fai
 	updated, err := w.admit(ctx, "update-"+uid, admissionv1.Update, stored, stored)
 	if err != nil {
 		fail("idempotency", "admission fault on UPDATE", "%v", err)
-		return fails
+		return fails, denied
 	}
 	if !updated.allowed {
 		fail("idempotency", "UPDATE of the stored VM denied what CREATE admitted", "%s", strings.Join(updated.causes, "\n"))
-		return fails
+		return fails, denied
 	}
 	if metaString(c.VM, "name") != "" {
 		if d := diff(stored, updated.object); d != "" {
@@ -323,10 +351,10 @@ func checkCase(ctx context.Context, kv checkers, c vmgen.Case, uid string) []fai
 	switch {
 	case err != nil:
 		fail("round-trip", "admission fault on stop", "%v", err)
-		return fails
+		return fails, denied
 	case !stop.allowed:
 		fail("round-trip", "stopping the VM denied", "%s", strings.Join(stop.causes, "\n"))
-		return fails
+		return fails, denied
 	}
 	userVM := halted(withMetadataOf(c.VM, updated.object))
 	for _, rt := range []struct {
@@ -376,7 +404,7 @@ func checkCase(ctx context.Context, kv checkers, c vmgen.Case, uid string) []fai
 		}
 		checkKubeVirt("after UPDATE with "+rt.what, back.object)
 	}
-	return fails
+	return fails, denied
 }
 
 // compareRender renders the case's VM with its cluster objects and compares
@@ -716,7 +744,11 @@ func kubevirt(c *kvadmission.Checker, obj map[string]any) (kvadmission.Verdict, 
 	return c.Check(&vm)
 }
 
-var indices = regexp.MustCompile(`\[\d+\]`)
+var (
+	indices    = regexp.MustCompile(`\[\d+\]`)
+	quoted     = regexp.MustCompile(`"[^"]*"`)
+	secretName = regexp.MustCompile(`Secret \S+ `)
+)
 
 // verdictClass is a KubeVirt refusal without its list indices, to group
 // failures of one cause.

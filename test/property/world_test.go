@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -126,6 +128,20 @@ func (r recordingWriter) Write(ctx context.Context, sw mutate.SecretWrite, owner
 	r.w.mu.Lock()
 	r.w.written[sw.Secret.Name] = sw.Secret.DeepCopy()
 	r.w.mu.Unlock()
+	// The fake client does not validate objects; the API server would
+	// refuse these.
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(sw.Secret.Name) {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), sw.Secret.Name, msg))
+	}
+	for k, v := range sw.Secret.Labels {
+		for _, msg := range validation.IsValidLabelValue(v) {
+			errs = append(errs, field.Invalid(field.NewPath("metadata", "labels").Key(k), v, msg))
+		}
+	}
+	if len(errs) > 0 {
+		return apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Secret").GroupKind(), sw.Secret.Name, errs)
+	}
 	return r.next.Write(ctx, sw, owner)
 }
 
