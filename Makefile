@@ -12,7 +12,7 @@ TEST_FLAGS ?= -count=1 -p 1 -timeout 15m
 
 export CERT_MANAGER_VERSION
 
-.PHONY: all build bench cross test test-deps ui ui-test chart-lint policy-test unit envtest-bins kubecli-peer kubevirt-admission manifests crds generate verify-generated lint fmt check-format vet demo fuzz clean
+.PHONY: all build bench cross test test-deps ui ui-test chart-lint policy-test unit envtest-bins kubecli-peer kubevirt-admission manifests crds generate verify-generated lint fmt check-format vet demo fuzz property clean
 
 all: build
 
@@ -111,6 +111,13 @@ bench: envtest-bins test-deps
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) test ./test/bench/idle -run '^$$' -bench BenchmarkIdleSessions -benchtime 1x -sessions 2000 -websockify-sessions 100 -settle 10s
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) test ./test/bench/idle -run '^$$' -bench BenchmarkIdleSessions -benchtime 1x -sessions 2000 -websockify-sessions 10 -settle 10s -client-tls
 
+## property: the property test (test/property) at the issue's count of
+## PROPERTY_VMS generated VMs; make test runs it at 200. See docs/property-test.md.
+PROPERTY_VMS ?= 2000
+PROPERTY_SEED ?= 16
+property:
+	KUBEVIRT_ADMISSION="$$(hack/kubevirt-admission.sh)" $(GO) test -count=1 -timeout 30m ./test/property -run '^TestProperty$$' -v -args -vms $(PROPERTY_VMS) -seed $(PROPERTY_SEED)
+
 ## fuzz: run every fuzz target for FUZZTIME each.
 FUZZTIME ?= 20s
 fuzz:
@@ -144,6 +151,7 @@ fuzz:
 	$(GO) test ./rfb -run '^$$' -fuzz FuzzServerTracker -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./certs -run '^$$' -fuzz FuzzParseMaterial -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 	$(GO) test ./bridge/vnc -run '^$$' -fuzz FuzzRewrite -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
+	KUBEVIRT_ADMISSION="$$(hack/kubevirt-admission.sh)" $(GO) test ./test/property -run '^$$' -fuzz FuzzProperty -fuzztime $(FUZZTIME) -fuzzminimizetime 5s
 
 check-format:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
