@@ -251,7 +251,7 @@ func checkCaseDenials(ctx context.Context, kv checkers, c vmgen.Case, uid string
 	}
 
 	// 5. render reaches the webhook's verdict and output.
-	fails = append(fails, compareRender(ctx, c, created, written)...)
+	fails = append(fails, compareRender(ctx, c, uid, created, written)...)
 	if !created.allowed {
 		denied = created.causes
 		return fails, denied
@@ -409,7 +409,11 @@ func checkCaseDenials(ctx context.Context, kv checkers, c vmgen.Case, uid string
 
 // compareRender renders the case's VM with its cluster objects and compares
 // the verdict with the webhook's CREATE.
-func compareRender(ctx context.Context, c vmgen.Case, hook outcome, written map[string]map[string]string) []failure {
+// A generateName VM is rendered with the request's UID as its suffix, which
+// render passes to the mutation as the webhook's request UID; render names
+// it as the API server would, which the webhook's answer (nameless) is not
+// compared on.
+func compareRender(ctx context.Context, c vmgen.Case, uid string, hook outcome, written map[string]map[string]string) []failure {
 	var fails []failure
 	fail := func(class, format string, args ...any) {
 		fails = append(fails, failure{check: "render-vs-webhook", class: class, detail: fmt.Sprintf(format, args...)})
@@ -418,11 +422,17 @@ func compareRender(ctx context.Context, c vmgen.Case, hook outcome, written map[
 	for _, o := range c.Objects {
 		objs = append(objs, deepCopy(o))
 	}
-	verdicts, err := render.Render(ctx, render.Options{
-		Manifests: []render.Object{deepCopy(c.VM)},
-		Cluster:   objs,
-		Namespace: c.Namespace,
-	})
+	opts := render.Options{
+		Manifests:           []render.Object{deepCopy(c.VM)},
+		Cluster:             objs,
+		Namespace:           c.Namespace,
+		DefaultArchitecture: c.Architecture,
+	}
+	generateName := metaString(c.VM, "name") == "" && metaString(c.VM, "generateName") != ""
+	if generateName {
+		opts.GenerateNameSuffix = uid
+	}
+	verdicts, err := render.Render(ctx, opts)
 	if err != nil {
 		fail("render fails on a VM the webhook answers", "render: %v\nwebhook: allowed=%v %s", err, hook.allowed, strings.Join(hook.causes, "; "))
 		return fails
@@ -448,6 +458,14 @@ func compareRender(ctx context.Context, c vmgen.Case, hook outcome, written map[
 			fail("denials differ", "render: %s\nwebhook: %s", strings.Join(causes, "\n"), strings.Join(hook.causes, "\n"))
 		}
 		return fails
+	}
+	if generateName {
+		if got, want := metaString(v.Object, "name"), render.GeneratedName(metaString(c.VM, "generateName"), uid); got != want {
+			fail("render names a generateName VM otherwise than the API server", "render: %q, want %q", got, want)
+		}
+		if md, ok := v.Object["metadata"].(map[string]any); ok {
+			delete(md, "name")
+		}
 	}
 	if d := diff(hook.object, v.Object); d != "" {
 		fail("admitted objects differ in "+diffClass(hook.object, v.Object), "patch from the webhook's object to render's:\n%s", d)

@@ -86,6 +86,8 @@ func newWorld(c vmgen.Case) (*world, error) {
 		}
 	}
 	static := mutate.NewStaticCluster(vms)
+	// The cluster's KubeVirt CR says the default architecture.
+	static.SetDefaultArchitecture(c.Architecture)
 	for _, add := range disks {
 		add(static)
 	}
