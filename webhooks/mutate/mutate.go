@@ -120,6 +120,11 @@ func Mutate(ctx context.Context, in Input, cluster Cluster) (Result, error) {
 		m.warnings = append(m.warnings, fmt.Sprintf("annotation %s was not valid JSON and is rewritten", api.AnnotationInjected))
 	}
 	m.prev = prev
+	if m.released && in.VM.Annotations[api.AnnotationInjected] == "" {
+		// Released with the record removed too: what to undo is on the
+		// stored object.
+		m.prev = m.oldInjected()
+	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {
 			return Result{}, fmt.Errorf("mutate: %w", err)
