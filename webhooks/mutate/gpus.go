@@ -229,7 +229,7 @@ func releaseGPUs(m *mutation) {
 				m.warnings = append(m.warnings, fmt.Sprintf("virtstation: %s.%s[%s] not given back: %v", strings.Join(pathResources, "."), part, k, err))
 				continue
 			}
-			if _, mine := list[k]; !mine {
+			if _, mine := list[k]; !mine && v != nil {
 				list[k] = v
 			}
 		}
