@@ -42,6 +42,25 @@ type InjectedGPUs struct {
 	Added []InjectedGPU `json:"added,omitempty"`
 	// MovedResources are domain.resources keys turned into gpus[] entries.
 	MovedResources []string `json:"movedResources,omitempty"`
+	// Moved says, for the keys of MovedResources, what the user gave and
+	// which gpus[] entries it became, so that releasing the VM (removing
+	// the virtstation.io/managed label) puts the keys back. Records written
+	// before it have only MovedResources.
+	Moved []MovedGPUResource `json:"moved,omitempty"`
+}
+
+// MovedGPUResource is one `*/gpu` key of domain.resources turned into
+// gpus[] entries.
+type MovedGPUResource struct {
+	// Key is the resource name, e.g. nvidia.com/gpu.
+	Key string `json:"key"`
+	// Request and Limit are the values of requests[Key] and limits[Key]
+	// exactly as the user gave them (a JSON string or number); absent when
+	// the user gave none.
+	Request json.RawMessage `json:"request,omitempty"`
+	Limit   json.RawMessage `json:"limit,omitempty"`
+	// Entries are the names of the gpus[] entries the key became.
+	Entries []string `json:"entries,omitempty"`
 }
 
 // InjectedGPU is one gpus[] entry.

@@ -44,6 +44,8 @@ func FuzzParseInjected(f *testing.F) {
 	f.Add(`{"mac":{"interface":"default","address":"02:00:00:00:00:01","source":"annotation","addedInterface":true}}`)
 	f.Add(`{"dataDisks":[{"name":"iso","kind":"PersistentVolumeClaim","disk":"vs-iso","serial":"iso","type":"cdrom","bus":"sata","readOnly":true}]}`)
 	f.Add(`{"gpus":{"added":[{"name":"gpu0","deviceName":"nvidia.com/H100"}],"movedResources":["nvidia.com/gpu"]},"sshKeys":{"user":"alice","propagation":"cloudInit","keys":2}}`)
+	f.Add(`{"gpus":{"movedResources":["nvidia.com/gpu"],"moved":[{"key":"nvidia.com/gpu","request":"1","limit":2,"entries":["gpu0","gpu1"]}]}}`)
+	f.Add(`{"gpus":{"moved":[{"key":"nvidia.com/gpu","request":null}]}}`)
 	f.Add(`{"video":{"type":"virtio","addedTablet":true},"cloudInit":{"volume":"cloudinitdisk","secret":"vm-user-data"}}`)
 	f.Add(`null`)
 	f.Add(`[1]`)

@@ -183,7 +183,12 @@ func (m *mutation) checkAttachmentChange(attach []api.InjectedDisk) error {
 	if err != nil {
 		return fmt.Errorf("look up VMI: %w", err)
 	}
-	if running || !halted(m.in.OldVM) {
+	switch {
+	case !running && halted(m.in.OldVM):
+	case m.released:
+		m.denied = append(m.denied, field.Forbidden(field.NewPath("metadata", "labels").Key(api.LabelManaged),
+			fmt.Sprintf("removing this label detaches the data disks Virtstation attached, and data disks can change only while the VM is stopped and its VMI is gone (rule: data-disks; fix: virtctl stop %s, wait until the VMI is deleted, then apply again)", m.in.Name)))
+	default:
 		m.denied = append(m.denied, field.Forbidden(field.NewPath("metadata", "annotations").Key(api.AnnotationDataDisks),
 			fmt.Sprintf("data disks can change only while the VM is stopped and its VMI is gone (rule: data-disks; fix: virtctl stop %s, wait until the VMI is deleted, then apply again)", m.in.Name)))
 	}

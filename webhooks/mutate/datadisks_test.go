@@ -44,7 +44,7 @@ func TestDataDiskIsTheObjectTheValidatorJudges(t *testing.T) {
 		},
 	}
 	raw := `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"name":"vm","namespace":"ns",
-"annotations":{"virtstation.io/mac":"off","virtstation.io/data-disks":"home"}},
+"labels":{"virtstation.io/managed":"true"},"annotations":{"virtstation.io/mac":"off","virtstation.io/data-disks":"home"}},
 "spec":{"runStrategy":"Halted","template":{"spec":{"domain":{"devices":{}}}}}}`
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

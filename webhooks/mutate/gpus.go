@@ -1,8 +1,10 @@
 package mutate
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +28,10 @@ var (
 // together ask for at most api.MaxGPUs GPUs, checked before any entry is
 // made; the work is then linear in the length of gpus[].
 func addGPUs(m *mutation) error {
+	if m.released {
+		releaseGPUs(m)
+		return nil
+	}
 	fld := field.NewPath("metadata", "annotations").Key(api.AnnotationGPUs)
 	reqs, errs := api.ParseGPUs(m.in.VM.Annotations[api.AnnotationGPUs], fld)
 	if len(errs) > 0 {
@@ -35,7 +41,7 @@ func addGPUs(m *mutation) error {
 	if m.in.VM.Spec.Template == nil {
 		return nil
 	}
-	moved, movedCount, ok := m.takeGPUResources()
+	moved, movedCount, values, ok := m.takeGPUResources()
 	if !ok {
 		return nil
 	}
@@ -66,6 +72,9 @@ func addGPUs(m *mutation) error {
 		want[r.DeviceName] = r.Count
 		devices.Insert(r.DeviceName)
 	}
+	// Entries an earlier admission made from a key that comes again (kubectl
+	// apply sends the user's requests back) are that key's entries still.
+	earlier := earlierMoves(m.prev.GPUs, gpus)
 	// have counts every entry per device: the user's, ours, and the ones
 	// the resource keys are about to add.
 	have := map[string]int{}
@@ -75,15 +84,30 @@ func addGPUs(m *mutation) error {
 		}
 	}
 	for k, n := range movedCount {
-		have[k] += n
+		have[k] += n - len(earlier[k].Entries)
 	}
 	gpus = dropSurplusGPUs(gpus, want, have, ours)
 
 	namer := newGPUNamer(gpus, getList(m.obj, pathHostDevices))
+	var records []api.MovedGPUResource
+	surplus := sets.New[string]()
 	for _, k := range moved {
-		for range movedCount[k] {
-			gpus = append(gpus, map[string]any{"name": namer.next(), "deviceName": k})
+		rec := values[k]
+		reuse := earlier[k].Entries
+		if n := movedCount[k]; len(reuse) > n {
+			surplus.Insert(reuse[n:]...)
+			reuse = reuse[:n]
 		}
+		rec.Entries = slices.Clone(reuse)
+		for len(rec.Entries) < movedCount[k] {
+			name := namer.next()
+			gpus = append(gpus, map[string]any{"name": name, "deviceName": k})
+			rec.Entries = append(rec.Entries, name)
+		}
+		records = append(records, rec)
+	}
+	if surplus.Len() > 0 {
+		gpus = slices.DeleteFunc(gpus, func(g any) bool { return surplus.Has(gpuName(g)) })
 	}
 	for _, dev := range sets.List(devices) {
 		for ; have[dev] < want[dev]; have[dev]++ {
@@ -99,11 +123,18 @@ func addGPUs(m *mutation) error {
 			added = append(added, api.InjectedGPU{Name: str(o["name"]), DeviceName: str(o["deviceName"])})
 		}
 	}
+	// Earlier moves of keys that did not come again stay on record.
+	for _, k := range sets.List(sets.KeySet(earlier)) {
+		if _, again := movedCount[k]; !again {
+			records = append(records, earlier[k])
+		}
+	}
+	sort.Slice(records, func(i, j int) bool { return records[i].Key < records[j].Key })
 	if m.prev.GPUs != nil {
 		moved = sets.List(sets.New(moved...).Insert(m.prev.GPUs.MovedResources...))
 	}
 	if len(added) > 0 || len(moved) > 0 {
-		m.injected.GPUs = &api.InjectedGPUs{Added: added, MovedResources: moved}
+		m.injected.GPUs = &api.InjectedGPUs{Added: added, MovedResources: moved, Moved: records}
 	}
 	if len(reqs) == 0 && len(moved) == 0 && !hadOurs {
 		return nil
@@ -113,6 +144,113 @@ func addGPUs(m *mutation) error {
 		return nil
 	}
 	return setList(m.obj, gpus, pathGPUs)
+}
+
+// earlierMoves is the record's moves, by key, each keeping only the
+// entries gpus still has for that key; a move that had entries and has none
+// left is dropped (the user removed the GPUs). A key of 0 devices has none
+// and stays.
+func earlierMoves(prev *api.InjectedGPUs, gpus []any) map[string]api.MovedGPUResource {
+	out := map[string]api.MovedGPUResource{}
+	if prev == nil {
+		return out
+	}
+	present := sets.New[string]()
+	for _, g := range gpus {
+		if o, ok := g.(map[string]any); ok {
+			present.Insert(str(o["name"]) + "\x00" + str(o["deviceName"]))
+		}
+	}
+	for _, mv := range prev.Moved {
+		if _, dup := out[mv.Key]; dup || mv.Key == "" {
+			continue
+		}
+		var entries []string
+		for _, e := range mv.Entries {
+			if present.Has(e + "\x00" + mv.Key) {
+				entries = append(entries, e)
+			}
+		}
+		if len(entries) > 0 || len(mv.Entries) == 0 {
+			mv.Entries = entries
+			out[mv.Key] = mv
+		}
+	}
+	return out
+}
+
+// releaseGPUs undoes the record on a VM that left Virtstation's management:
+// it removes the entries the annotation added and turns the entries made
+// from resource keys back into those keys, with the values the user gave.
+// A key the VM has again (the user put it back) keeps the user's value.
+// Records written before MovedGPUResource name only the keys: their entries
+// stay, with a warning, since nothing says which entries or how many.
+func releaseGPUs(m *mutation) {
+	prev := m.prev.GPUs
+	if prev == nil || m.in.VM.Spec.Template == nil {
+		return
+	}
+	gpus := getList(m.obj, pathGPUs)
+	drop := sets.New[string]()
+	for _, g := range prev.Added {
+		drop.Insert(g.Name + "\x00" + g.DeviceName)
+	}
+	moves := earlierMoves(prev, gpus)
+	for _, mv := range moves {
+		for _, e := range mv.Entries {
+			drop.Insert(e + "\x00" + mv.Key)
+		}
+	}
+	kept := slices.DeleteFunc(slices.Clone(gpus), func(g any) bool {
+		o, _ := g.(map[string]any)
+		return drop.Has(str(o["name"]) + "\x00" + str(o["deviceName"]))
+	})
+	if len(kept) != len(gpus) {
+		if len(kept) == 0 {
+			unstructuredRemove(m.obj, pathGPUs)
+		} else if err := setList(m.obj, kept, pathGPUs); err != nil {
+			m.warnings = append(m.warnings, fmt.Sprintf("virtstation: GPUs not released: %v", err))
+			return
+		}
+	}
+	for _, k := range sets.List(sets.KeySet(moves)) {
+		mv := moves[k]
+		for part, raw := range map[string]json.RawMessage{"requests": mv.Request, "limits": mv.Limit} {
+			if len(raw) == 0 {
+				continue
+			}
+			var v any
+			if err := json.Unmarshal(raw, &v); err != nil {
+				m.warnings = append(m.warnings, fmt.Sprintf("virtstation: %s.%s[%s] not given back: the record's value does not parse: %v", strings.Join(pathResources, "."), part, k, err))
+				continue
+			}
+			list, err := ensureObject(m.obj, append(slices.Clone(pathResources), part))
+			if err != nil {
+				m.warnings = append(m.warnings, fmt.Sprintf("virtstation: %s.%s[%s] not given back: %v", strings.Join(pathResources, "."), part, k, err))
+				continue
+			}
+			if _, mine := list[k]; !mine && v != nil {
+				list[k] = v
+			}
+		}
+	}
+	recorded := sets.New[string]()
+	for _, mv := range prev.Moved {
+		recorded.Insert(mv.Key)
+	}
+	for _, k := range prev.MovedResources {
+		if !recorded.Has(k) {
+			m.warnings = append(m.warnings, fmt.Sprintf(
+				"virtstation: the gpus[] entries made from %s.*[%s] stay: this VM's record predates the one that says which entries they are; move them back to domain.resources yourself if you want the key",
+				strings.Join(pathResources, "."), k))
+		}
+	}
+}
+
+// gpuName is the name of a gpus[] entry.
+func gpuName(g any) string {
+	o, _ := g.(map[string]any)
+	return str(o["name"])
 }
 
 // dropSurplusGPUs removes the entries this webhook added (ours) for a
@@ -170,17 +308,19 @@ func (g *gpuNamer) next() string {
 
 // takeGPUResources removes the `<vendor>/gpu` keys from domain.resources
 // requests and limits and returns them, sorted, with how many gpus[]
-// entries each becomes (the larger of request and limit); the entries then
-// belong to the user. Each value must be a whole number from 0 to
+// entries each becomes (the larger of request and limit). values holds what
+// the user gave for each key: the record keeps it with the entries, so that
+// releasing the VM turns them back into the key. Each value must be a whole number from 0 to
 // api.MaxGPUs, and there are at most api.MaxGPUs such keys; ok is false when
 // the admission is denied.
-func (m *mutation) takeGPUResources() (keys []string, counts map[string]int, ok bool) {
+func (m *mutation) takeGPUResources() (keys []string, counts map[string]int, values map[string]api.MovedGPUResource, ok bool) {
 	res, _ := getMap(m.obj, pathResources)
 	if res == nil {
-		return nil, nil, true
+		return nil, nil, nil, true
 	}
 	fld := field.NewPath(pathResources[0], pathResources[1:]...)
 	counts = map[string]int{}
+	values = map[string]api.MovedGPUResource{}
 	ok = true
 	for _, part := range []string{"requests", "limits"} {
 		list, _ := res[part].(map[string]any)
@@ -196,6 +336,21 @@ func (m *mutation) takeGPUResources() (keys []string, counts map[string]int, ok 
 				ok = false
 				continue
 			}
+			raw, err := json.Marshal(v)
+			if err != nil {
+				// v was decoded from JSON, so it encodes; guard all the same.
+				m.deny(field.ErrorList{field.Invalid(fld.Child(part).Key(k), shortValue(v), "not a JSON value")}, api.RuleGPUs, "give a number of devices, e.g. \"1\"")
+				ok = false
+				continue
+			}
+			rec := values[k]
+			rec.Key = k
+			if part == "requests" {
+				rec.Request = raw
+			} else {
+				rec.Limit = raw
+			}
+			values[k] = rec
 			counts[k] = max(counts[k], n)
 			delete(list, k)
 		}
@@ -209,14 +364,14 @@ func (m *mutation) takeGPUResources() (keys []string, counts map[string]int, ok 
 		ok = false
 	}
 	if !ok {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	keys = make([]string, 0, len(counts))
 	for k := range counts {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	return keys, counts, true
+	return keys, counts, values, true
 }
 
 // shortValue is v for a denial, or a placeholder when it is too long to

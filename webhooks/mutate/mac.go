@@ -78,6 +78,9 @@ func pinMAC(m *mutation) error {
 	if setting.Mode == api.MACOff || vm.Spec.Template == nil {
 		return nil
 	}
+	if m.released {
+		return m.keepStoredMAC()
+	}
 	target, why := findPodInterface(&vm.Spec.Template.Spec)
 	if why != "" {
 		m.warnings = append(m.warnings, fmt.Sprintf("virtstation: MAC not pinned: %s", why))
@@ -121,6 +124,30 @@ func pinMAC(m *mutation) error {
 		return fmt.Errorf("set mac address: %w", err)
 	}
 	m.injected.MAC = record
+	return nil
+}
+
+// keepStoredMAC is pinMAC on a released VM (release.go): the MAC stays, and
+// an UPDATE that drops it from the pod-network interface gets the stored one
+// back, as on a managed VM; nothing else is pinned or recorded.
+func (m *mutation) keepStoredMAC() error {
+	target, why := findPodInterface(&m.in.VM.Spec.Template.Spec)
+	if why != "" || target.addDefault || target.current != "" {
+		return nil
+	}
+	old := m.storedMAC(target.name)
+	if old == nil {
+		return nil
+	}
+	ifaces := getList(m.obj, pathInterfaces)
+	iface, ok := listItem(ifaces, target.index, target.name)
+	if !ok {
+		return nil
+	}
+	iface["macAddress"] = old.String()
+	if err := setList(m.obj, ifaces, pathInterfaces); err != nil {
+		return fmt.Errorf("keep mac address: %w", err)
+	}
 	return nil
 }
 

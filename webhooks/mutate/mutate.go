@@ -69,6 +69,8 @@ type mutation struct {
 	cloudInitKeys []string
 	// arch is the VM's architecture, resolved once by archOf.
 	arch archState
+	// released: the VM has lost the virtstation.io/managed label (release.go).
+	released bool
 }
 
 // SecretWrite is a Secret the admission needs in the cluster.
@@ -106,6 +108,9 @@ func Mutate(ctx context.Context, in Input, cluster Cluster) (Result, error) {
 		in:      in,
 		obj:     deepCopyJSON(in.Object),
 	}
+	if in.VM.Labels[api.LabelManaged] != api.LabelTrue {
+		release(m)
+	}
 	if checkAnnotationSizes(m); len(m.denied) > 0 {
 		return Result{Denied: m.denied}, nil
 	}
@@ -115,6 +120,11 @@ func Mutate(ctx context.Context, in Input, cluster Cluster) (Result, error) {
 		m.warnings = append(m.warnings, fmt.Sprintf("annotation %s was not valid JSON and is rewritten", api.AnnotationInjected))
 	}
 	m.prev = prev
+	if m.released && in.VM.Annotations[api.AnnotationInjected] == "" {
+		// Released with the record removed too: what to undo is on the
+		// stored object.
+		m.prev = m.oldInjected()
+	}
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {
 			return Result{}, fmt.Errorf("mutate: %w", err)
@@ -137,7 +147,11 @@ func Mutate(ctx context.Context, in Input, cluster Cluster) (Result, error) {
 	if err := setAnnotation(m.obj, api.AnnotationInjected, record); err != nil {
 		return Result{}, fmt.Errorf("write injected record: %w", err)
 	}
-	if in.PolicyRevision != "" {
+	if m.released {
+		if err := setAnnotation(m.obj, api.AnnotationPolicyRevision, ""); err != nil {
+			return Result{}, fmt.Errorf("remove policy revision: %w", err)
+		}
+	} else if in.PolicyRevision != "" {
 		if err := setAnnotation(m.obj, api.AnnotationPolicyRevision, in.PolicyRevision); err != nil {
 			return Result{}, fmt.Errorf("write policy revision: %w", err)
 		}

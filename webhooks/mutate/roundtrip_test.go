@@ -115,11 +115,65 @@ func withoutVirtstationAnnotations(obj map[string]any, keepRecord bool) map[stri
 	return out
 }
 
+// releasedVM is obj without the virtstation.io/managed label and every
+// virtstation.io/ annotation; keepRecord keeps virtstation.io/injected, as
+// kubectl apply does.
+func releasedVM(obj map[string]any, keepRecord bool) map[string]any {
+	out := deepCopyJSON(obj)
+	md, _ := out["metadata"].(map[string]any)
+	if labels, ok := md["labels"].(map[string]any); ok {
+		delete(labels, api.LabelManaged)
+		if len(labels) == 0 {
+			delete(md, "labels")
+		}
+	}
+	ann, _ := md["annotations"].(map[string]any)
+	for k := range ann {
+		if strings.HasPrefix(k, "virtstation.io/") && !(keepRecord && k == api.AnnotationInjected) {
+			delete(ann, k)
+		}
+	}
+	if len(ann) == 0 {
+		delete(md, "annotations")
+	}
+	return out
+}
+
+// withPinnedMAC is the user's VM obj with the MAC a release keeps: the one
+// rec says the webhook pinned, on the default interface it added if it did.
+func withPinnedMAC(t *testing.T, obj map[string]any, rec *api.InjectedMAC) map[string]any {
+	t.Helper()
+	out := deepCopyJSON(obj)
+	if rec == nil {
+		return out
+	}
+	if rec.AddedInterface {
+		if err := setList(out, []any{map[string]any{"name": rec.Interface, "masquerade": map[string]any{}}}, pathInterfaces); err != nil {
+			t.Fatal(err)
+		}
+		if err := setList(out, []any{map[string]any{"name": rec.Interface, "pod": map[string]any{}}}, pathNetworks); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ifaces := getList(out, pathInterfaces)
+	for _, i := range ifaces {
+		if o, ok := i.(map[string]any); ok && o["name"] == rec.Interface {
+			o["macAddress"] = rec.Address
+		}
+	}
+	if err := setList(out, ifaces, pathInterfaces); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
 
 // TestMutateStepsRoundTrip admits every admitted CREATE case, then removes
 // the virtstation.io annotations from the stored VM: the VM must come back
 // as the user wrote it, that is as the same manifest without the
-// annotations is admitted.
+// annotations is admitted. Removing the virtstation.io/managed label as well
+// releases the VM: it must come back as the manifest without label and
+// annotations, unmutated, but for the MAC the webhook pinned (a VM's MAC
+// never changes).
 func TestMutateStepsRoundTrip(t *testing.T) {
 	for _, g := range loadStepGoldens(t) {
 		t.Run(g.name, func(t *testing.T) {
@@ -152,6 +206,18 @@ func TestMutateStepsRoundTrip(t *testing.T) {
 					what += " and the record"
 				}
 				assertSameAdmission(t, what, got, want)
+			}
+			user := withPinnedMAC(t, releasedVM(in.Object, false), first.Injected.MAC)
+			for _, keepRecord := range []bool{true, false} {
+				got, err := Mutate(stepContext, updateInput(t, in, releasedVM(first.Object, keepRecord), first.Object), cluster)
+				if err != nil {
+					t.Fatalf("Mutate: %v", err)
+				}
+				what := "removing the managed label and the annotations"
+				if !keepRecord {
+					what += " and the record"
+				}
+				assertSameAdmission(t, what, got, Result{Object: user})
 			}
 		})
 	}
