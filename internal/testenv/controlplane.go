@@ -86,6 +86,18 @@ func (cp *ControlPlane) AddUser(name string, groups ...string) (*rest.Config, er
 	return u.Config(), nil
 }
 
+// AddAdmin returns a kubeconfig for a new cluster administrator, for a
+// process that reaches the control plane on its own (a kubeconfig file).
+func (cp *ControlPlane) AddAdmin(name string) ([]byte, error) {
+	cp.addUser.Lock()
+	defer cp.addUser.Unlock()
+	u, err := cp.env.AddUser(crenvtest.User{Name: name, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return u.KubeConfig()
+}
+
 // Stop stops the control plane.
 func (cp *ControlPlane) Stop() error { return errors.Join(cp.env.Stop(), cp.removeTmp()) }
 

@@ -73,7 +73,8 @@ type Options struct {
 	// instancetype (u1.small, u1.medium) instead of the template. Only a
 	// checker that can look instancetypes up can judge them: without the
 	// lookup, KubeVirt's VMI admission finds no memory. Without it, VMs
-	// name only a cluster preference (debian), which adds no conflicts.
+	// name only a cluster preference (debian). test/property serves both
+	// to KubeVirt's admission from an API server.
 	Instancetypes bool
 }
 
@@ -274,15 +275,18 @@ func (g *gen) runStrategy(spec map[string]any) {
 	g.feature("running", fmt.Sprint(r))
 }
 
-// instancetype replaces the template's memory with a cluster instancetype
-// and preference, which conflict with domain.memory and resources.
+// instancetype names a cluster preference (debian), or replaces the
+// template's memory with a cluster instancetype (u1.small, u1.medium) and
+// sometimes the preference too: an instancetype conflicts with
+// domain.memory and resources.
 func (g *gen) instancetype(spec, tmpl map[string]any) {
-	if !g.opts.Instancetypes {
-		spec["preference"] = map[string]any{"kind": "VirtualMachineClusterPreference", "name": "debian"}
+	domain, _ := tmpl["domain"].(map[string]any)
+	debian := map[string]any{"kind": "VirtualMachineClusterPreference", "name": "debian"}
+	if !g.opts.Instancetypes || g.chance(30) {
+		spec["preference"] = debian
 		g.feature("preference")
 		return
 	}
-	domain, _ := tmpl["domain"].(map[string]any)
 	delete(domain, "memory")
 	if res, ok := domain["resources"].(map[string]any); ok {
 		delete(res, "requests")
@@ -291,11 +295,11 @@ func (g *gen) instancetype(spec, tmpl map[string]any) {
 		}
 	}
 	spec["instancetype"] = map[string]any{"kind": "VirtualMachineClusterInstancetype", "name": g.pick("u1.small", "u1.medium")}
-	if g.chance(50) {
-		spec["preference"] = map[string]any{"kind": "VirtualMachineClusterPreference", "name": "debian"}
-		g.feature("preference")
-	}
 	g.feature("instancetype")
+	if g.chance(50) {
+		spec["preference"] = debian
+		g.feature("instancetype+preference")
+	}
 }
 
 // dataVolumeTemplates boots some VMs from a DataVolume the VM creates,

@@ -56,22 +56,29 @@ type failure struct {
 }
 
 // checkers are KubeVirt's admission, one per cluster default architecture.
+// They look up the cluster instancetypes and preferences the corpus names
+// in the package's API server (instancetypeKubeconfig).
 type checkers map[string]*kvadmission.Checker
 
 func startCheckers(t testing.TB) checkers {
 	t.Helper()
+	kubeconfig := instancetypeKubeconfig(t)
 	kv := checkers{}
 	for _, arch := range []string{"amd64", "arm64"} {
-		kv[arch] = kvadmission.Start(t, arch)
+		kv[arch] = kvadmission.Start(t, arch, kvadmission.WithKubeconfig(kubeconfig))
 	}
 	return kv
 }
+
+// corpus is what the generator makes: every option on.
+var corpus = vmgen.Options{Instancetypes: true}
 
 // TestProperty admits the generated corpus and checks the five properties
 // of every VM. A failure names the seed and case to rerun it alone, and the
 // summary groups failures by class with one reproducer each.
 func TestProperty(t *testing.T) {
 	kv := startCheckers(t)
+	t.Run("KubeVirt applies the cluster instancetypes", func(t *testing.T) { checkInstancetypesServed(t, kv["amd64"]) })
 	ctx := context.Background()
 	seed, n := *flagSeed, *flagVMs
 	first, last := 0, n
@@ -88,7 +95,7 @@ func TestProperty(t *testing.T) {
 	classes := map[string]*example{}
 	failed := 0
 	for i := first; i < last; i++ {
-		c := vmgen.Generate(vmgen.NewSource(seed, i), vmgen.Options{})
+		c := vmgen.Generate(vmgen.NewSource(seed, i), corpus)
 		for _, f := range c.Features {
 			features[f]++
 		}
@@ -166,7 +173,7 @@ func FuzzProperty(f *testing.F) {
 	kv := startCheckers(f)
 	ctx := context.Background()
 	f.Fuzz(func(t *testing.T, choices []byte) {
-		c := vmgen.Generate(vmgen.BytesSource(choices), vmgen.Options{})
+		c := vmgen.Generate(vmgen.BytesSource(choices), corpus)
 		for _, fl := range checkCase(ctx, kv, c, "fuzz-request") {
 			t.Errorf("%s: %s\n%s\n%s", fl.check, fl.class, fl.detail, caseYAML(c))
 		}
@@ -188,7 +195,7 @@ var requiredFeatures = []string{
 	"gpu-annotation", "gpu-resources=limits", "user-gpus",
 	"ssh=" + api.PropagationQemuGuestAgent, "ssh=" + api.PropagationCloudInit, "ssh=default-propagation",
 	"video=vga", "video=virtio", "autoattachGraphicsDevice=false", "autoattachGraphicsDevice=true",
-	"preference", "runStrategy=Always", "runStrategy=Halted", "running=false", "generateName", "dataVolumeTemplates",
+	"preference", "instancetype", "instancetype+preference", "runStrategy=Always", "runStrategy=Halted", "running=false", "generateName", "dataVolumeTemplates",
 	"vm-arch=arm64", "vm-arch=s390x", "cluster-arch=arm64",
 	"mac-annotation=auto", "mac-annotation=off", "mac-annotation=colon",
 	"user-credentials", "user-credentials-named-like-virtstation's", "user-secret-named-like-virtstation's",
