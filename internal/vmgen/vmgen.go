@@ -811,8 +811,9 @@ func (g *gen) dataDisks(ann map[string]any) {
 			e["type"] = "cdrom"
 			delete(e, "mountPath")
 			if g.chance(60) {
-				e["bus"] = g.pick("sata", "scsi")
-				g.feature("data-cdrom-bus", e["bus"].(string))
+				bus := g.pick("sata", "scsi")
+				e["bus"] = bus
+				g.feature("data-cdrom-bus", bus)
 			}
 			if g.chance(30) {
 				e["readOnly"] = true

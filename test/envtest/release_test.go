@@ -52,7 +52,7 @@ func TestRemovingTheManagedLabelGivesTheVMBack(t *testing.T) {
 			// The user's UPDATE: the stored VM without label and annotations.
 			delete(vm.Labels, api.LabelManaged)
 			for k := range vm.Annotations {
-				if strings.HasPrefix(k, "virtstation.io/") && !(keepRecord && k == api.AnnotationInjected) {
+				if strings.HasPrefix(k, "virtstation.io/") && (!keepRecord || k != api.AnnotationInjected) {
 					delete(vm.Annotations, k)
 				}
 			}

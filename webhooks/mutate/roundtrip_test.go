@@ -129,7 +129,7 @@ func releasedVM(obj map[string]any, keepRecord bool) map[string]any {
 	}
 	ann, _ := md["annotations"].(map[string]any)
 	for k := range ann {
-		if strings.HasPrefix(k, "virtstation.io/") && !(keepRecord && k == api.AnnotationInjected) {
+		if strings.HasPrefix(k, "virtstation.io/") && (!keepRecord || k != api.AnnotationInjected) {
 			delete(ann, k)
 		}
 	}
