@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -123,9 +124,11 @@ Try (virtctl sends its token only over TLS, hence the CA):
 // demoBridgeServer gives the demo VM a running instance backed by QEMU, a
 // user allowed to reach it, and a bridge replica.
 func demoBridgeServer(ctx context.Context, env *testenv.Env, stack *bridgestack.Stack, tokenPath string) (*bridge.Server, string, error) {
+	guest := resource.MustParse("1Gi")
 	vmi := &kubevirtv1.VirtualMachineInstance{
 		ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoVM},
-		Spec:       kubevirtv1.VirtualMachineInstanceSpec{Domain: kubevirtv1.DomainSpec{}},
+		// KubeVirt's own VMI admission runs in the demo's control plane.
+		Spec: kubevirtv1.VirtualMachineInstanceSpec{Domain: kubevirtv1.DomainSpec{Memory: &kubevirtv1.Memory{Guest: &guest}}},
 		// What virt-handler would report: the demo has no KubeVirt.
 		Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running},
 	}

@@ -15,8 +15,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// VMPath is where the binary's serve mode answers VirtualMachine admission.
-const VMPath = "/validate-kubevirt-vm"
+// VMPath and VMIPath are where the binary's serve mode answers
+// VirtualMachine and VirtualMachineInstance admission.
+const (
+	VMPath  = "/validate-kubevirt-vm"
+	VMIPath = "/validate-kubevirt-vmi"
+)
 
 // WebhookConfigName is the ValidatingWebhookConfiguration Register writes.
 const WebhookConfigName = "kubevirt-admission-stand-in"
@@ -117,31 +121,38 @@ func (w *Webhook) Stop() error {
 }
 
 // Configuration is the ValidatingWebhookConfiguration that sends every
-// VirtualMachine CREATE and UPDATE to w, as virt-api's
-// virtualmachine-validator.kubevirt.io does in a cluster (failurePolicy
-// Fail).
+// VirtualMachine CREATE and UPDATE, and every VirtualMachineInstance
+// CREATE, to w, as virt-api's virtualmachine-validator.kubevirt.io and
+// virtualmachineinstances-create-validator.kubevirt.io do in a cluster
+// (failurePolicy Fail).
 func (w *Webhook) Configuration(caBundle []byte) *admissionregistrationv1.ValidatingWebhookConfiguration {
-	url := "https://" + w.Addr + VMPath
-	fail := admissionregistrationv1.Fail
-	none := admissionregistrationv1.SideEffectClassNone
-	timeout := int32(10)
-	return &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: WebhookConfigName},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    "virtualmachine-validator.kubevirt.io",
+	hook := func(name, path, resource string, ops ...admissionregistrationv1.OperationType) admissionregistrationv1.ValidatingWebhook {
+		url := "https://" + w.Addr + path
+		fail := admissionregistrationv1.Fail
+		none := admissionregistrationv1.SideEffectClassNone
+		timeout := int32(10)
+		return admissionregistrationv1.ValidatingWebhook{
+			Name:                    name,
 			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caBundle},
 			FailurePolicy:           &fail,
 			SideEffects:             &none,
 			TimeoutSeconds:          &timeout,
 			AdmissionReviewVersions: []string{"v1"},
 			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Operations: ops,
 				Rule: admissionregistrationv1.Rule{
 					APIGroups:   []string{"kubevirt.io"},
 					APIVersions: []string{"v1"},
-					Resources:   []string{"virtualmachines"},
+					Resources:   []string{resource},
 				},
 			}},
-		}},
+		}
+	}
+	return &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: WebhookConfigName},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{
+			hook("virtualmachine-validator.kubevirt.io", VMPath, "virtualmachines", admissionregistrationv1.Create, admissionregistrationv1.Update),
+			hook("virtualmachineinstances-create-validator.kubevirt.io", VMIPath, "virtualmachineinstances", admissionregistrationv1.Create),
+		},
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -201,10 +202,11 @@ func withVolumes(pvcs, dvs []string) vmOption {
 
 // newVMIUsing builds a VMI with a volume backed by the PVC.
 func newVMIUsing(ns, name, pvc string) *kubevirtv1.VirtualMachineInstance {
+	guest := resource.MustParse("1Gi")
 	return &kubevirtv1.VirtualMachineInstance{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: kubevirtv1.VirtualMachineInstanceSpec{
-			Domain: kubevirtv1.DomainSpec{Devices: kubevirtv1.Devices{
+			Domain: kubevirtv1.DomainSpec{Memory: &kubevirtv1.Memory{Guest: &guest}, Devices: kubevirtv1.Devices{
 				Disks: []kubevirtv1.Disk{{Name: "data", DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}}},
 			}},
 			Volumes: []kubevirtv1.Volume{{Name: "data", VolumeSource: kubevirtv1.VolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{

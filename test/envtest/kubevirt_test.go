@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/internal/kvadmission"
@@ -47,6 +48,14 @@ func TestKubeVirtsOwnAdmissionJudgesEveryVM(t *testing.T) {
 	}
 	if err := c.Create(ctx, newVM(ns, "fine", managed)); err != nil {
 		t.Fatalf("a valid managed VM: %v", err)
+	}
+	// A VMI created directly passes virt-api's VMI create admission too.
+	err := c.Create(ctx, &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bare"}})
+	if err == nil || !strings.Contains(err.Error(), "KubeVirt v1.9.0 refuses the VirtualMachineInstance: no memory requested") {
+		t.Errorf("a VMI without memory: err = %v, want KubeVirt's refusal", err)
+	}
+	if err := c.Create(ctx, newVMIUsing(ns, "with-memory", "absent-pvc")); err != nil {
+		t.Errorf("a valid VMI: %v", err)
 	}
 }
 

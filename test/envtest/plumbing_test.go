@@ -210,7 +210,11 @@ func TestDataDisksChangeOnlyWhileStopped(t *testing.T) {
 		t.Fatalf("stopped VM: %v", err)
 	}
 	// With a VMI (the VM is running), a change is denied and nothing is lost.
-	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ws"}}
+	guest := resource.MustParse("1Gi")
+	vmi := &kubevirtv1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ws"},
+		Spec:       kubevirtv1.VirtualMachineInstanceSpec{Domain: kubevirtv1.DomainSpec{Memory: &kubevirtv1.Memory{Guest: &guest}}},
+	}
 	if err := env.Client.Create(ctx, vmi); err != nil {
 		t.Fatal(err)
 	}

@@ -124,6 +124,29 @@ func (p *pipeline) checkVM(ctx context.Context, raw []byte, op admissionv1.Opera
 		return refused(v, StageVMI, &admissionv1.AdmissionResponse{Result: &metav1.Status{Details: &metav1.StatusDetails{Causes: causes}}}), nil
 	}
 	vmi := vmwatch.SetupVMIFromVM(&started)
+	iv, err := p.admitVMI(ctx, vmi)
+	if err != nil {
+		return Verdict{}, err
+	}
+	iv.Name, iv.Warnings = v.Name, append(v.Warnings, iv.Warnings...)
+	return iv, nil
+}
+
+// checkVMI judges a VirtualMachineInstance created directly, as virt-api
+// does: its mutator's defaults, then its create admitter.
+func (p *pipeline) checkVMI(ctx context.Context, raw []byte) (Verdict, error) {
+	var vmi v1.VirtualMachineInstance
+	if err := json.Unmarshal(raw, &vmi); err != nil {
+		return Verdict{}, fmt.Errorf("decode VirtualMachineInstance: %w", err)
+	}
+	v, err := p.admitVMI(ctx, &vmi)
+	v.Name = vmi.Namespace + "/" + vmi.Name
+	return v, err
+}
+
+// admitVMI runs virt-api's VMI mutations and create admission on vmi.
+func (p *pipeline) admitVMI(ctx context.Context, vmi *v1.VirtualMachineInstance) (Verdict, error) {
+	var v Verdict
 	if err := mutators.ApplyNewVMIMutations(vmi, p.config); err != nil {
 		return refused(v, StageVMI, &admissionv1.AdmissionResponse{Result: &metav1.Status{Message: err.Error()}}), nil
 	}
@@ -133,7 +156,7 @@ func (p *pipeline) checkVM(ctx context.Context, raw []byte, op admissionv1.Opera
 	}
 	vmiReq := request(admissionv1.Create, "kubevirt.io", "v1", "virtualmachineinstances", vmi.Namespace, vmi.Name, vmiRaw)
 	iresp := p.vmiAdmit.Admit(ctx, vmiReq)
-	v.Warnings = append(v.Warnings, iresp.Warnings...)
+	v.Warnings = iresp.Warnings
 	if !iresp.Allowed {
 		return refused(v, StageVMI, iresp), nil
 	}

@@ -17,8 +17,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// VMPath is where serve answers VirtualMachine admission.
-const VMPath = "/validate-kubevirt-vm"
+// VMPath and VMIPath are where serve answers VirtualMachine and
+// VirtualMachineInstance admission.
+const (
+	VMPath  = "/validate-kubevirt-vm"
+	VMIPath = "/validate-kubevirt-vmi"
+)
 
 // serve is a validating webhook for VirtualMachines: KubeVirt's VM
 // admission, plus the start-time VMI admission, so a VM that could never
@@ -37,7 +41,22 @@ func serve(ctx context.Context, p *pipeline, addr, certDir string, out io.Writer
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc(VMPath, func(w http.ResponseWriter, r *http.Request) { handleVM(w, r, p) })
+	mux.HandleFunc(VMPath, func(w http.ResponseWriter, r *http.Request) {
+		handle(w, r, "KubeVirt v1.9.0 would refuse this VirtualMachine's VirtualMachineInstance when it starts", func(req *admissionv1.AdmissionRequest) (Verdict, error) {
+			return p.checkVM(r.Context(), req.Object.Raw, req.Operation)
+		})
+	})
+	// VMIs are judged at CREATE, as virt-api's create admitter does; its
+	// update admitter guards spec changes by KubeVirt's own service
+	// accounts, which tests do not run as.
+	mux.HandleFunc(VMIPath, func(w http.ResponseWriter, r *http.Request) {
+		handle(w, r, "KubeVirt v1.9.0 refuses the VirtualMachineInstance", func(req *admissionv1.AdmissionRequest) (Verdict, error) {
+			if req.Operation != admissionv1.Create {
+				return Verdict{Allowed: true}, nil
+			}
+			return p.checkVMI(r.Context(), req.Object.Raw)
+		})
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -52,7 +71,9 @@ func serve(ctx context.Context, p *pipeline, addr, certDir string, out io.Writer
 	return nil
 }
 
-func handleVM(w http.ResponseWriter, r *http.Request, p *pipeline) {
+// handle answers one AdmissionReview with judge's verdict on its object.
+// A refusal at the VMI stage is worded with vmiPrefix.
+func handle(w http.ResponseWriter, r *http.Request, vmiPrefix string, judge func(*admissionv1.AdmissionRequest) (Verdict, error)) {
 	var review admissionv1.AdmissionReview
 	if err := json.NewDecoder(io.LimitReader(r.Body, 8<<20)).Decode(&review); err != nil || review.Request == nil {
 		http.Error(w, "expected an AdmissionReview", http.StatusBadRequest)
@@ -61,14 +82,14 @@ func handleVM(w http.ResponseWriter, r *http.Request, p *pipeline) {
 	req := review.Request
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	if (req.Operation == admissionv1.Create || req.Operation == admissionv1.Update) && len(req.Object.Raw) > 0 {
-		v, err := p.checkVM(r.Context(), req.Object.Raw, req.Operation)
+		v, err := judge(req)
 		switch {
 		case err != nil:
 			resp.Allowed = false
 			resp.Result = &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusBadRequest, Reason: metav1.StatusReasonBadRequest, Message: err.Error()}
 		case !v.Allowed:
 			resp.Allowed = false
-			resp.Result = denial(v)
+			resp.Result = denial(v, vmiPrefix)
 		}
 		resp.Warnings = v.Warnings
 	}
@@ -80,7 +101,7 @@ func handleVM(w http.ResponseWriter, r *http.Request, p *pipeline) {
 
 // denial is KubeVirt's refusal as the API server shows it, with the stage
 // named so a test failure says whether apply or start would fail.
-func denial(v Verdict) *metav1.Status {
+func denial(v Verdict, vmiPrefix string) *metav1.Status {
 	var msgs []string
 	var causes []metav1.StatusCause
 	for _, c := range v.Causes {
@@ -89,7 +110,7 @@ func denial(v Verdict) *metav1.Status {
 	}
 	prefix := "KubeVirt v1.9.0 refuses the VirtualMachine"
 	if v.Stage == StageVMI {
-		prefix = "KubeVirt v1.9.0 would refuse this VirtualMachine's VirtualMachineInstance when it starts"
+		prefix = vmiPrefix
 	}
 	return &metav1.Status{
 		Status:  metav1.StatusFailure,
