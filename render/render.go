@@ -341,25 +341,15 @@ func typedVM(obj Object, ns string) (*kubevirtv1.VirtualMachine, error) {
 
 // withName returns obj with metadata.name set, as the API server names a
 // generateName object.
-func withName(obj Object, name string) Object {
-	out := make(Object, len(obj))
-	for k, v := range obj {
-		out[k] = v
-	}
-	md := map[string]any{}
-	if m, ok := obj["metadata"].(map[string]any); ok {
-		for k, v := range m {
-			md[k] = v
-		}
-	}
-	md["name"] = name
-	out["metadata"] = md
-	return out
-}
+func withName(obj Object, name string) Object { return withMetadata(obj, "name", name) }
 
 // withNamespace returns obj with metadata.namespace set, as the API server
 // stores it.
-func withNamespace(obj Object, ns string) Object {
+func withNamespace(obj Object, ns string) Object { return withMetadata(obj, "namespace", ns) }
+
+// withMetadata returns a copy of obj, shallow but for metadata, with
+// metadata[key] = value.
+func withMetadata(obj Object, key, value string) Object {
 	out := make(Object, len(obj))
 	for k, v := range obj {
 		out[k] = v
@@ -370,7 +360,7 @@ func withNamespace(obj Object, ns string) Object {
 			md[k] = v
 		}
 	}
-	md["namespace"] = ns
+	md[key] = value
 	out["metadata"] = md
 	return out
 }

@@ -23,6 +23,10 @@ const (
 	StageVMI = "vmi"
 )
 
+// Cause and Verdict are the wire format of `kvadmission check`; the binary
+// declares the same types (test/kvadmission/pipeline.go), in a module of its
+// own that this one cannot import.
+
 // Cause is one reason KubeVirt gave.
 type Cause struct {
 	Field   string `json:"field,omitempty"`

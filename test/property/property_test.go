@@ -288,17 +288,21 @@ func checkCaseDenials(ctx context.Context, kv checkers, c vmgen.Case, uid string
 	fails = append(fails, checkUserData(ctx, w, c, created.object, "after CREATE")...)
 
 	// 2. Admitting twice equals admitting once.
-	again, err := w.admit(ctx, uid, admissionv1.Create, created.object, nil)
-	switch {
-	case err != nil:
-		fail("idempotency", "admission fault on reinvocation", "%v", err)
-	case !again.allowed:
-		fail("idempotency", "CREATE reinvocation denied what the first admitted", "%s", strings.Join(again.causes, "\n"))
-	default:
-		if d := diff(created.object, again.object); d != "" {
-			fail("idempotency", "CREATE reinvocation changes "+diffClass(created.object, again.object), "%s", d)
+	// same fails unless an admission, what, gave want again.
+	same := func(what string, want map[string]any, got outcome, err error) {
+		switch {
+		case err != nil:
+			fail("idempotency", "admission fault on "+what, "%v", err)
+		case !got.allowed:
+			fail("idempotency", what+" denied what the admission before admitted", "%s", strings.Join(got.causes, "\n"))
+		default:
+			if d := diff(want, got.object); d != "" {
+				fail("idempotency", what+" changes "+diffClass(want, got.object), "%s", d)
+			}
 		}
 	}
+	again, err := w.admit(ctx, uid, admissionv1.Create, created.object, nil)
+	same("CREATE reinvocation", created.object, again, err)
 	_ = w.takeWritten()
 
 	stored := storedAs(created.object)
@@ -326,29 +330,11 @@ func checkCaseDenials(ctx context.Context, kv checkers, c vmgen.Case, uid string
 		old  map[string]any
 	}{{"UPDATE reinvocation", stored}, {"a later UPDATE", updated.object}} {
 		again, err := w.admit(ctx, "update-"+uid, admissionv1.Update, updated.object, u.old)
-		switch {
-		case err != nil:
-			fail("idempotency", "admission fault on "+u.what, "%v", err)
-		case !again.allowed:
-			fail("idempotency", u.what+" denied what the UPDATE before admitted", "%s", strings.Join(again.causes, "\n"))
-		default:
-			if d := diff(updated.object, again.object); d != "" {
-				fail("idempotency", u.what+" changes "+diffClass(updated.object, again.object), "%s", d)
-			}
-		}
+		same(u.what, updated.object, again, err)
 	}
 	// kubectl replace of the user's own manifest onto the stored VM.
 	replaced, err := w.admit(ctx, "replace-"+uid, admissionv1.Update, withMetadataOf(c.VM, stored), updated.object)
-	switch {
-	case err != nil:
-		fail("idempotency", "admission fault on replace", "%v", err)
-	case !replaced.allowed:
-		fail("idempotency", "replacing with the user's manifest denied", "%s", strings.Join(replaced.causes, "\n"))
-	default:
-		if d := diff(updated.object, replaced.object); d != "" {
-			fail("idempotency", "replacing with the user's manifest differs from the stored VM in "+diffClass(updated.object, replaced.object), "%s", d)
-		}
-	}
+	same("replacing with the user's manifest", updated.object, replaced, err)
 	_ = w.takeWritten()
 
 	// 4. Removing the annotations (and labels) gives the user's VM back.
