@@ -2,10 +2,15 @@ package kvadmission
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,13 +18,17 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 )
 
 // VMPath and VMIPath are where the binary's serve mode answers
-// VirtualMachine and VirtualMachineInstance admission.
+// VirtualMachine and VirtualMachineInstance admission; StartPath turns a
+// stored VirtualMachine into the VirtualMachineInstance KubeVirt would
+// store when it starts (see Webhook.StartVM).
 const (
-	VMPath  = "/validate-kubevirt-vm"
-	VMIPath = "/validate-kubevirt-vmi"
+	VMPath    = "/validate-kubevirt-vm"
+	VMIPath   = "/validate-kubevirt-vmi"
+	StartPath = "/start-vm"
 )
 
 // WebhookConfigName is the ValidatingWebhookConfiguration Register writes.
@@ -101,6 +110,45 @@ func StartWebhook(ctx context.Context, o WebhookOptions) (*Webhook, error) {
 	case <-ctx.Done():
 		return nil, errors.Join(ctx.Err(), w.Stop())
 	}
+}
+
+// StartVM is what KubeVirt does when the stored vm starts, run in KubeVirt's
+// own code: virt-controller applies the instancetype and preference and
+// builds the VirtualMachineInstance (SetupVMIFromVM), and virt-api's VMI
+// mutations add their defaults. The result is what a cluster would store;
+// creating it is the caller's (and passes KubeVirt's VMI admission then).
+// caBundle is the serving certificate's CA.
+func (w *Webhook) StartVM(ctx context.Context, vm *kubevirtv1.VirtualMachine, caBundle []byte) (*kubevirtv1.VirtualMachineInstance, error) {
+	body, err := json.Marshal(vm)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caBundle) {
+		return nil, errors.New("kvadmission: no certificate in the CA bundle")
+	}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+w.Addr+StartPath, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("kvadmission: start %s/%s: %w", vm.Namespace, vm.Name, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("kvadmission: start %s/%s: %s: %s", vm.Namespace, vm.Name, resp.Status, strings.TrimSpace(string(raw)))
+	}
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	if err := json.Unmarshal(raw, vmi); err != nil {
+		return nil, fmt.Errorf("kvadmission: decode the started VMI: %w", err)
+	}
+	return vmi, nil
 }
 
 // Stop ends the process. A nil Webhook is stopped already.

@@ -180,3 +180,15 @@ func (m *qmp) readLine(v any) error {
 	}
 	return json.Unmarshal(line, v)
 }
+
+// Powerdown presses the ACPI power button of the QEMU whose QMP monitor
+// listens on socket (system_powerdown), as libvirt's graceful shutdown
+// does for virt-launcher; the guest then shuts down on its own.
+func Powerdown(ctx context.Context, socket string) error {
+	m, err := dialQMPRetrying(ctx, socket)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = m.Close() }()
+	return m.execute("system_powerdown", nil)
+}

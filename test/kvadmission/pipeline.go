@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
@@ -120,16 +121,47 @@ func (p *pipeline) checkVM(ctx context.Context, raw []byte, op admissionv1.Opera
 	if started.UID == "" {
 		started.UID = types.UID("00000000-0000-0000-0000-000000000001")
 	}
-	if _, _, causes := instancetypeWebhooks.NewAdmitter(p.client).ApplyToVM(&started); len(causes) > 0 {
+	vmi, causes := p.setupVMI(&started)
+	if len(causes) > 0 {
 		return refused(v, StageVMI, &admissionv1.AdmissionResponse{Result: &metav1.Status{Details: &metav1.StatusDetails{Causes: causes}}}), nil
 	}
-	vmi := vmwatch.SetupVMIFromVM(&started)
 	iv, err := p.admitVMI(ctx, vmi)
 	if err != nil {
 		return Verdict{}, err
 	}
 	iv.Name, iv.Warnings = v.Name, append(v.Warnings, iv.Warnings...)
 	return iv, nil
+}
+
+// setupVMI is virt-controller's start of vm: the instancetype and
+// preference applied, then the VMI it creates.
+func (p *pipeline) setupVMI(vm *v1.VirtualMachine) (*v1.VirtualMachineInstance, []metav1.StatusCause) {
+	if _, _, causes := instancetypeWebhooks.NewAdmitter(p.client).ApplyToVM(vm); len(causes) > 0 {
+		return nil, causes
+	}
+	return vmwatch.SetupVMIFromVM(vm), nil
+}
+
+// startVM is the VirtualMachineInstance a cluster would store when the
+// stored VirtualMachine raw starts: virt-controller's VMI with virt-api's
+// VMI mutations applied (defaults such as disk buses and the firmware's
+// serial). Admission is not judged here: creating the VMI does that.
+func (p *pipeline) startVM(raw []byte) (*v1.VirtualMachineInstance, error) {
+	var vm v1.VirtualMachine
+	if err := json.Unmarshal(raw, &vm); err != nil {
+		return nil, fmt.Errorf("decode VirtualMachine: %w", err)
+	}
+	if vm.Name == "" || vm.UID == "" || vm.Spec.Template == nil {
+		return nil, errors.New("a stored VirtualMachine (with a name, a uid and a template) is needed")
+	}
+	vmi, causes := p.setupVMI(&vm)
+	if len(causes) > 0 {
+		return nil, fmt.Errorf("apply the instancetype: %v", causes)
+	}
+	if err := mutators.ApplyNewVMIMutations(vmi, p.config); err != nil {
+		return nil, fmt.Errorf("KubeVirt's VMI mutations: %w", err)
+	}
+	return vmi, nil
 }
 
 // checkVMI judges a VirtualMachineInstance created directly, as virt-api

@@ -18,10 +18,13 @@ import (
 )
 
 // VMPath and VMIPath are where serve answers VirtualMachine and
-// VirtualMachineInstance admission.
+// VirtualMachineInstance admission. StartPath answers a POSTed stored
+// VirtualMachine with the VirtualMachineInstance KubeVirt would store when
+// it starts (the tests' stand-in for virt-controller's start).
 const (
-	VMPath  = "/validate-kubevirt-vm"
-	VMIPath = "/validate-kubevirt-vmi"
+	VMPath    = "/validate-kubevirt-vm"
+	VMIPath   = "/validate-kubevirt-vmi"
+	StartPath = "/start-vm"
 )
 
 // serve is a validating webhook for VirtualMachines: KubeVirt's VM
@@ -56,6 +59,20 @@ func serve(ctx context.Context, p *pipeline, addr, certDir string, out io.Writer
 			}
 			return p.checkVMI(r.Context(), req.Object.Raw)
 		})
+	})
+	mux.HandleFunc(StartPath, func(w http.ResponseWriter, r *http.Request) {
+		raw, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+		if err != nil || r.Method != http.MethodPost {
+			http.Error(w, "POST a VirtualMachine", http.StatusBadRequest)
+			return
+		}
+		vmi, err := p.startVM(raw)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(vmi)
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
