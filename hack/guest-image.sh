@@ -18,11 +18,15 @@
 set -euo pipefail
 
 SUITE=bookworm
-# The guest's packages. cloud-init alone fails to configure
-# python3-cryptography under debootstrap (a virtual package); naming
-# python3-cffi-backend resolves it.
+# The guest's packages. The generic kernel, as in Debian's generic images
+# and KubeVirt's containerdisks: the cloud kernel has no AHCI driver, so a
+# sata disk or cdrom (KubeVirt's default bus for some disks) would be
+# invisible. dbus lets systemd-logind power off on the ACPI button, which
+# is how KubeVirt stops a VM gracefully. cloud-init alone fails to
+# configure python3-cryptography under debootstrap (a virtual package);
+# naming python3-cffi-backend resolves it.
 PACKAGES=(
-  linux-image-cloud-amd64 systemd-sysv udev
+  linux-image-amd64 systemd-sysv udev dbus
   cloud-init python3-cffi-backend
   openssh-server qemu-guest-agent sudo
   e2fsprogs util-linux iproute2

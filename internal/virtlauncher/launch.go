@@ -47,6 +47,8 @@ type Machine struct {
 	SerialLog string
 	// SSHAddr reaches the guest's port 22.
 	SSHAddr string
+	// Args is QEMU's command line (Domain's), for failure messages.
+	Args []string
 
 	cmd      *exec.Cmd
 	output   *lockedBuffer
@@ -85,6 +87,7 @@ func Start(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, o Option
 	if err != nil {
 		return nil, err
 	}
+	m.Args = args
 	m.cmd = exec.Command(qemu.Binary, args...)
 	m.cmd.Stdout, m.cmd.Stderr = m.output, m.output
 	// QEMU must not outlive a test binary that dies without calling Stop.
