@@ -151,6 +151,25 @@ type peerProcess struct {
 	err            error // set once done is closed
 }
 
+// syncBuffer collects a process's output; it is safe to read while the
+// process writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
 // waitOutput waits until the process's stdout (or stderr) holds want.
 func (pp *peerProcess) waitOutput(t *testing.T, buf *syncBuffer, want string, timeout time.Duration) string {
 	t.Helper()

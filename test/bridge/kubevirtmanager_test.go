@@ -24,6 +24,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/virtstation/virtstation/bridge"
+	"github.com/virtstation/virtstation/internal/browser"
 	"github.com/virtstation/virtstation/internal/nginx"
 	"github.com/virtstation/virtstation/internal/testenv"
 	"github.com/virtstation/virtstation/internal/virthandler"
@@ -497,17 +498,15 @@ const sessionPage = `<!DOCTYPE html>
 `
 
 // openWithHeaders opens url in a new tab whose every request carries
-// headers; unlike open, it expects a page from KubeVirt Manager's nginx,
-// which sends no Content-Security-Policy.
-func (b *browser) openWithHeaders(t *testing.T, name, url string, headers map[string]string) *tab {
+// headers; unlike browser.Open, it expects a page from KubeVirt Manager's
+// nginx, which sends no Content-Security-Policy.
+func openWithHeaders(t *testing.T, b *browser.Browser, name, url string, headers map[string]string) *browser.Tab {
 	t.Helper()
-	p := &tab{b: b, t: t, name: name}
-	p.do("newPage", map[string]any{"headers": headers})
-	t.Cleanup(func() { _, _ = b.call("closePage", map[string]any{"page": name}) })
+	p := b.NewTab(t, name, headers)
 	var resp struct {
 		Status int `json:"status"`
 	}
-	p.decode(p.do("goto", map[string]any{"url": url}), &resp)
+	p.Decode(p.Do("goto", map[string]any{"url": url}), &resp)
 	if resp.Status != http.StatusOK {
 		t.Fatalf("%s: GET %s: %d", name, url, resp.Status)
 	}
@@ -546,16 +545,16 @@ func TestBrowserKubeVirtManagerRefusal(t *testing.T) {
 	}
 	waitEcho("held")
 
-	b := startBrowser(t)
+	b := browser.Start(t)
 	query := "/assets/session.html?namespace=" + userNS + "&vm=ws1"
 	t.Run("held", func(t *testing.T) {
 		// bob's page, from KubeVirt Manager's allowed origin, with his token
 		// added by oauth2-proxy in front of nginx.
-		bob := b.openWithHeaders(t, "kvm-bob", k.URL+query, map[string]string{"X-Forwarded-Access-Token": tokens["bob"]})
-		bob.waitText("#result", "closed 4409: SessionHeld")
-		bob.waitText("#result", user("alice"))
-		bob.screenshot("held")
-		if r := bob.report(); len(r.Sockets) != 1 || !strings.Contains(r.Sockets[0], kubevirtManagerPath("v1alpha3", "ws1", "console")) {
+		bob := openWithHeaders(t, b, "kvm-bob", k.URL+query, map[string]string{"X-Forwarded-Access-Token": tokens["bob"]})
+		bob.WaitText("#result", "closed 4409: SessionHeld")
+		bob.WaitText("#result", user("alice"))
+		bob.Screenshot("held")
+		if r := bob.Report(); len(r.Sockets) != 1 || !strings.Contains(r.Sockets[0], kubevirtManagerPath("v1alpha3", "ws1", "console")) {
 			t.Errorf("the page opened %q, want one socket to the console", r.Sockets)
 		}
 	})
@@ -563,10 +562,10 @@ func TestBrowserKubeVirtManagerRefusal(t *testing.T) {
 		// The same page from another origin of the same nginx: the bridge
 		// allows only KubeVirt Manager's listed one.
 		other := strings.Replace(k.URL, "127.0.0.1", "localhost", 1)
-		pg := b.openWithHeaders(t, "kvm-other-origin", other+query, map[string]string{"X-Forwarded-Access-Token": tokens["bob"]})
-		pg.waitText("#result", "closed 4403: OriginNotAllowed")
-		pg.waitText("#result", other)
-		pg.screenshot("origin")
+		pg := openWithHeaders(t, b, "kvm-other-origin", other+query, map[string]string{"X-Forwarded-Access-Token": tokens["bob"]})
+		pg.WaitText("#result", "closed 4403: OriginNotAllowed")
+		pg.WaitText("#result", other)
+		pg.Screenshot("origin")
 	})
 	// alice kept her console throughout.
 	waitEcho("still")

@@ -1,6 +1,7 @@
 // driver.mjs drives Debian's Chromium with playwright-core for
-// test/bridge/browser_test.go. It reads one JSON command a line on stdin and
-// answers each with one JSON line on stdout: {"id", "value"} or {"id", "error"}.
+// internal/browser, the Go tests' harness. It reads one JSON command a line
+// on stdin and answers each with one JSON line on stdout: {"id", "value"} or
+// {"id", "error"}.
 // The Go test keeps the scenario; this file only knows how to click, type,
 // wait and look. It exits when stdin closes.
 import { createInterface } from 'node:readline';
