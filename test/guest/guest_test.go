@@ -66,7 +66,7 @@ func boot(t *testing.T, namespace, name, ip string) *guest {
 		t.Fatal(err)
 	}
 	m, err := virtlauncher.Start(ctx, vmi, virtlauncher.Options{
-		Client: env.Client, Image: image, Dir: dir, Storage: storage,
+		Client: env.Client, Image: guestImage, Dir: dir, Storage: storage,
 		SSHAddr: net.JoinHostPort(ip, strconv.Itoa(sshPort)),
 	})
 	if err != nil {

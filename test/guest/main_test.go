@@ -20,10 +20,10 @@ import (
 
 // Everything the tests share, started once in TestMain.
 var (
-	env     *testenv.Env
-	stack   *bridgestack.Stack
-	image   virtlauncher.Image
-	bridgeS *httptest.Server
+	env        *testenv.Env
+	stack      *bridgestack.Stack
+	guestImage virtlauncher.Image
+	bridgeS    *httptest.Server
 	// storage holds the claims' image files across boots.
 	storage string
 	// sshPort is the loopback port every guest's port 22 is forwarded to,
@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) (code int, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if image, err = virtlauncher.FindImage(); err != nil {
+	if guestImage, err = virtlauncher.FindImage(); err != nil {
 		return 0, err
 	}
 	if artifacts = os.Getenv("VIRTSTATION_ARTIFACTS"); artifacts == "" {
