@@ -7,13 +7,15 @@
 #   chromium          a real headless browser for the built-in client's tests
 #   fonts-dejavu-core a font for the browser's terminal
 #   websockify        the peer of the bridge in the VNC relay benchmark
+#   debootstrap       builds the Debian guest image (hack/guest-image.sh)
+#   xorriso           xorrisofs writes the guest's NoCloud ISO, as virt-launcher does
 #   nginx             KubeVirt Manager's proxy in front of the bridge, with the
 #                     shipped recipe (Debian 12's nginx 1.22, which has the ssl
 #                     module; nginx-light there is the same package plus the
 #                     echo module), run by the tests as an ordinary process
 # It installs only what is missing, so a prepared machine pays nothing.
 set -euo pipefail
-packages=(cloud-init fdisk qemu-system-x86 openssh-server chromium fonts-dejavu-core websockify nginx)
+packages=(cloud-init fdisk qemu-system-x86 debootstrap xorriso openssh-server chromium fonts-dejavu-core websockify nginx)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -86,7 +86,7 @@ func TestGuestAgentKeys(t *testing.T) {
 			t.Fatalf("%s was refused after the agent set the keys: %d %q", k.public, refused.Code, refused.Text)
 		}
 		shell(t, c, "echo $(whoami)-$((6*7))", "bob-42")
-		_ = c.Close()
+		closeSession(t, c)
 	}
 	if got := g.run(t, "bob", laptop.signer, "stat -c %U:%a ~/.ssh/authorized_keys"); got != "bob:600" {
 		t.Errorf("authorized_keys written by the agent: %s, want bob:600", got)

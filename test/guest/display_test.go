@@ -30,9 +30,10 @@ const (
 	// maxDifferingFraction tolerates the cursor cell and a line that
 	// scrolled between the two captures.
 	maxDifferingFraction = 0.02
-	// minTextPixels: the console's text (boot messages, the login prompt)
-	// covers at least this many pixels of a 720x400 text screen.
-	minTextPixels = 2000
+	// minTextPixels: the console's text covers at least this many pixels;
+	// getty clears tty1, leaving its banner and "ws-alice login:" (about
+	// 1,200 pixels of the framebuffer console's font).
+	minTextPixels = 500
 	// displayMatchTimeout bounds the wait for the two to agree.
 	displayMatchTimeout = 30 * time.Second
 )

@@ -166,8 +166,13 @@ func (g *guest) try(user string, key ssh.Signer, cmd string) (string, error) {
 		return "", err
 	}
 	defer func() { _ = s.Close() }()
-	out, err := s.CombinedOutput(cmd)
-	return strings.TrimSpace(string(out)), err
+	var stderr strings.Builder
+	s.Stderr = &stderr
+	out, err := s.Output(cmd)
+	if err != nil {
+		return strings.TrimSpace(string(out) + "\n" + stderr.String()), err
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // keyPair is a user's SSH key: the private key in PEM, as the bridge's
@@ -206,7 +211,13 @@ func dialBridge(t *testing.T, namespace, vm, mode string) *websocket.Conn {
 	t.Helper()
 	url := "ws" + strings.TrimPrefix(bridgeS.URL, "http") + "/api/v1/namespaces/" + namespace + "/virtualmachines/" + vm + "/" + mode
 	d := websocket.Dialer{Subprotocols: []string{virthandler.Subprotocol}, HandshakeTimeout: ioTimeout}
+	deadline := time.Now().Add(ioTimeout)
 	c, resp, err := d.Dial(url, http.Header{"Authorization": {"Bearer " + tokens[namespace]}})
+	// 409: the previous session of this mode is still giving its slot back.
+	for err != nil && resp != nil && resp.StatusCode == http.StatusConflict && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		c, resp, err = d.Dial(url, http.Header{"Authorization": {"Bearer " + tokens[namespace]}})
+	}
 	if err != nil {
 		status := "no response"
 		if resp != nil {
@@ -241,6 +252,20 @@ func bridgeSSH(t *testing.T, namespace, vm, user string, key keyPair) (*websocke
 		t.Fatalf("SSH to %s/%s through the bridge: %v", namespace, vm, err)
 	}
 	return c, nil
+}
+
+// closeSession ends a bridge session as a client does and waits until the
+// bridge has let its slot go (one session per VM and mode).
+func closeSession(t *testing.T, c *websocket.Conn) {
+	t.Helper()
+	_ = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+	_ = c.SetReadDeadline(time.Now().Add(ioTimeout))
+	for {
+		if _, _, err := c.ReadMessage(); err != nil {
+			break
+		}
+	}
+	_ = c.Close()
 }
 
 // shell runs line in a bridge SSH session and waits for want.

@@ -20,7 +20,7 @@ write_files:
     content: |
       written by the user's own cloud-config
 runcmd:
-  - [sh, -c, "echo the user's runcmd ran > /var/tmp/user-runcmd"]
+  - [sh, -c, "echo the runcmd of the user ran > /var/tmp/user-runcmd"]
 `
 
 // workstation is a labelled VM with three data disks (blank, an existing
@@ -122,7 +122,7 @@ func TestWorkstation(t *testing.T) {
 		if got := sh("sudo sfdisk --dump /dev/disk/by-id/virtio-alice-parted | grep -c '^/dev'"); got != "1" {
 			t.Errorf("the partitioned disk's table changed: %s partitions", got)
 		}
-		if got := sh("cat /etc/virtstation-test/written /var/tmp/user-runcmd"); got != "written by the user's own cloud-config\nthe user's runcmd ran" {
+		if got := sh("cat /etc/virtstation-test/written /var/tmp/user-runcmd"); got != "written by the user's own cloud-config\nthe runcmd of the user ran" {
 			t.Errorf("the user's own write_files and runcmd left %q", got)
 		}
 		sh("echo kept across boots > /home/alice/notes.txt && sync")
@@ -134,6 +134,7 @@ func TestWorkstation(t *testing.T) {
 			t.Fatalf("alice's key from the Secret was refused: %d %q", refused.Code, refused.Text)
 		}
 		shell(t, c, "echo $(whoami)-$((6*7)) on $(hostname)", "alice-42 on ws-alice")
+		closeSession(t, c)
 		_, refused = bridgeSSH(t, teamA, "ws-alice", "alice", stranger)
 		refusedCode(t, "a key not in the Secret", refused, relay.CodeSSHAuthFailed)
 	})
