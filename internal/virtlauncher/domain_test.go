@@ -78,10 +78,10 @@ func TestDomainRefusesWhatItCannotPresent(t *testing.T) {
 		spec string
 		want string
 	}{
-		"gpu":          {`{domain: {memory: {guest: 1Gi}, devices: {gpus: [{name: g, deviceName: nvidia.com/A10}]}}}`, "gpus"},
-		"no memory":    {`{domain: {devices: {}}}`, "memory"},
-		"lun":          {`{domain: {memory: {guest: 1Gi}, devices: {disks: [{name: d, lun: {}}]}}, volumes: [{name: d, emptyDisk: {capacity: 1Gi}}]}`, "only disk and cdrom"},
-		"two networks": {`{domain: {memory: {guest: 1Gi}, devices: {interfaces: [{name: a, masquerade: {}}, {name: b, bridge: {}}]}}, networks: [{name: a, pod: {}}, {name: b, multus: {networkName: x}}]}`, "one pod network"},
+		"gpu":                 {`{domain: {memory: {guest: 1Gi}, devices: {gpus: [{name: g, deviceName: nvidia.com/A10}]}}}`, "gpus"},
+		"no memory":           {`{domain: {devices: {}}}`, "memory"},
+		"lun":                 {`{domain: {memory: {guest: 1Gi}, devices: {disks: [{name: d, lun: {}}]}}, volumes: [{name: d, emptyDisk: {capacity: 1Gi}}]}`, "only disk and cdrom"},
+		"two networks":        {`{domain: {memory: {guest: 1Gi}, devices: {interfaces: [{name: a, masquerade: {}}, {name: b, bridge: {}}]}}, networks: [{name: a, pod: {}}, {name: b, multus: {networkName: x}}]}`, "one pod network"},
 		"disk without volume": {`{domain: {memory: {guest: 1Gi}, devices: {disks: [{name: d, disk: {}}]}}}`, "has no volume"},
 		"sata cdrom on usb":   {`{domain: {memory: {guest: 1Gi}, devices: {disks: [{name: d, cdrom: {bus: usb}}]}}, volumes: [{name: d, emptyDisk: {capacity: 1Gi}}]}`, `bus "usb"`},
 	}
