@@ -73,7 +73,7 @@ EOF
   # cloud-init renders the NIC's DHCP for systemd-networkd when no ifupdown
   # or netplan is installed; networkd must run for it.
   chroot "$root" systemctl enable systemd-networkd.service >/dev/null 2>&1
-  for unit in apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer man-db.timer \
+  for unit in apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service fstrim.timer man-db.timer \
     systemd-networkd-wait-online.service; do
     chroot "$root" systemctl mask "$unit" >/dev/null 2>&1 || true
   done

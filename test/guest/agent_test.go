@@ -7,70 +7,44 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtstation/virtstation/bridge/relay"
+	"github.com/virtstation/virtstation/bridge/sshbridge"
+	"github.com/virtstation/virtstation/internal/bridgestack"
 )
 
-// bobUserData creates bob, whose keys reach the guest through the agent.
-const bobUserData = `#cloud-config
-users:
-  - name: bob
-    shell: /bin/bash
-`
-
-// agentVM is a labelled VM whose SSH keys go through the guest agent
-// (Virtstation's default propagation).
-func agentVM(namespace, name, user, userData string) string {
-	return `apiVersion: kubevirt.io/v1
-kind: VirtualMachine
-metadata:
-  name: ` + name + `
-  namespace: ` + namespace + `
-  labels:
-    virtstation.io/managed: "true"
-  annotations:
-    virtstation.io/ssh-user: ` + user + `
-spec:
-  runStrategy: Always
-  template:
-    spec:
-      domain:
-        memory:
-          guest: 1Gi
-        devices:
-          disks:
-            - name: root
-              disk:
-                bus: virtio
-      volumes:
-        - name: root
-          containerDisk:
-            image: quay.io/containerdisks/debian:12
-        - name: cloudinit
-          cloudInitNoCloud:
-            userData: |
-` + indent(userData, "              ") + `
-`
+// setPropagation switches the stopped VM's key propagation, as a user
+// edits the annotation.
+func setPropagation(t *testing.T, namespace, name, method string) {
+	t.Helper()
+	vm := &kubevirtv1.VirtualMachine{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, vm); err != nil {
+		t.Fatal(err)
+	}
+	vm.Annotations["virtstation.io/ssh-propagation"] = method
+	if err := env.Client.Update(context.Background(), vm); err != nil {
+		t.Fatalf("switch %s/%s to %s: %v", namespace, name, method, err)
+	}
 }
 
-// TestGuestAgentKeys hands the <vm>-ssh-keys Secret's keys to the guest
-// agent as virt-launcher does, and shows that a key deleted from the
-// namespace's Secrets stops letting its user in once handed over again.
-func TestGuestAgentKeys(t *testing.T) {
-	t.Parallel()
-	laptop, desktop := newKey(t, "bob@laptop"), newKey(t, "bob@desktop")
-	create(t,
-		keySecret(teamB, "bob-laptop", laptop.public),
-		keySecret(teamB, "bob-desktop", desktop.public),
-		agentVM(teamB, "ws-bob", "bob", bobUserData),
-	)
-	waitKeys(t, teamB, "ws-bob-ssh-keys", []string{laptop.public, desktop.public}, nil)
-	g := boot(t, teamB, "ws-bob", "127.0.0.3")
+// resetHostKeyPin does what the bridge's refusal tells an administrator:
+// it deletes the VM's pinned host key, so the next session trusts the
+// guest's new one.
+func resetHostKeyPin(t *testing.T, namespace, name string) {
+	t.Helper()
+	err := env.Client.DeleteAllOf(context.Background(), &corev1.ConfigMap{}, client.InNamespace(bridgestack.Namespace),
+		client.MatchingLabels{sshbridge.VMNamespaceLabel: namespace, sshbridge.VMNameLabel: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
 
-	_, refused := bridgeSSH(t, teamB, "ws-bob", "bob", laptop)
-	refusedCode(t, "before the agent has the keys", refused, relay.CodeSSHAuthFailed)
-
+// agentKeys hands the <vm>-ssh-keys Secret's keys to the guest agent as
+// virt-launcher does, and shows that a key deleted from the namespace's
+// Secrets stops letting its user in once handed over again.
+func agentKeys(t *testing.T, g *guest, namespace, vm, user string, kept, deleted keyPair, deletedSecret string) {
 	propagate := func() {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -79,31 +53,33 @@ func TestGuestAgentKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	waitKeys(t, namespace, vm+"-ssh-keys", []string{kept.public, deleted.public}, nil)
 	propagate()
-	for _, k := range []keyPair{laptop, desktop} {
-		c, refused := bridgeSSH(t, teamB, "ws-bob", "bob", k)
+	for _, k := range []keyPair{kept, deleted} {
+		c, refused := bridgeSSH(t, namespace, vm, user, k)
 		if refused != nil {
 			t.Fatalf("%s was refused after the agent set the keys: %d %q", k.public, refused.Code, refused.Text)
 		}
-		shell(t, c, "echo $(whoami)-$((6*7))", "bob-42")
+		shell(t, c, "echo $(whoami)-$((6*7))", user+"-42")
 		closeSession(t, c)
 	}
-	if got := g.run(t, "bob", laptop.signer, "stat -c %U:%a ~/.ssh/authorized_keys"); got != "bob:600" {
-		t.Errorf("authorized_keys written by the agent: %s, want bob:600", got)
+	if got := g.run(t, user, kept.signer, "stat -c %U:%a ~/.ssh/authorized_keys; grep -c . ~/.ssh/authorized_keys"); got != user+":600\n2" {
+		t.Errorf("authorized_keys as the agent wrote it: %q, want %s:600 and exactly the Secret's 2 keys", got, user)
 	}
 
-	if err := env.Client.Delete(context.Background(), &corev1.Secret{ObjectMeta: objectMeta(teamB, "bob-desktop")}); err != nil {
+	if err := env.Client.Delete(context.Background(), &corev1.Secret{ObjectMeta: objectMeta(namespace, deletedSecret)}); err != nil {
 		t.Fatal(err)
 	}
-	waitKeys(t, teamB, "ws-bob-ssh-keys", []string{laptop.public}, []string{desktop.public})
+	waitKeys(t, namespace, vm+"-ssh-keys", []string{kept.public}, []string{deleted.public})
 	propagate()
-	_, refused = bridgeSSH(t, teamB, "ws-bob", "bob", desktop)
+	_, refused := bridgeSSH(t, namespace, vm, user, deleted)
 	refusedCode(t, "the deleted key", refused, relay.CodeSSHAuthFailed)
-	c, refused := bridgeSSH(t, teamB, "ws-bob", "bob", laptop)
+	c, refused := bridgeSSH(t, namespace, vm, user, kept)
 	if refused != nil {
 		t.Fatalf("the remaining key was refused: %d %q", refused.Code, refused.Text)
 	}
 	shell(t, c, "echo still-$((6*7))", "still-42")
+	closeSession(t, c)
 }
 
 // waitKeys waits until Secret namespace/name holds every key of want and

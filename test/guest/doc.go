@@ -7,7 +7,7 @@
 // reached as a user reaches it: SSH, the serial console and the display
 // through the bridge, the display in Chromium.
 //
-// The guests boot under TCG, about a minute each on an idle 2-core
-// machine. The package boots three times (a workstation twice, a guest
-// agent VM once), the two VMs in parallel.
+// The guest boots under TCG, one to two minutes on a 2-core machine. The
+// package boots twice: one workstation, before and after its user
+// switches its keys from cloud-init to the guest agent.
 package guest

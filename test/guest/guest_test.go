@@ -28,7 +28,6 @@ import (
 
 const (
 	teamA = "team-a"
-	teamB = "team-b"
 )
 
 // Bounds. A TCG boot takes about a minute on an idle 2-core machine;

@@ -72,7 +72,7 @@ func run(m *testing.M) (code int, err error) {
 		return 0, err
 	}
 	defer func() { err = errors.Join(err, stack.Stop()) }()
-	for _, ns := range []string{teamA, teamB} {
+	for _, ns := range []string{teamA} {
 		if tokens[ns], err = stack.Token(ctx, ns, "user"); err != nil {
 			return 0, err
 		}
