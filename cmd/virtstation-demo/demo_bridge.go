@@ -67,7 +67,7 @@ func demoBridge(ctx context.Context, env *testenv.Env, addr string, f demoFiles,
 	var booted *bootedGuest
 	var bridgeOpts bridge.Options
 	if g.mode == debianGuest {
-		booted, err = bootGuest(bctx, env, stack, g.image, f)
+		booted, err = bootGuest(bctx, env, stack, g.image, f, out)
 		if booted != nil {
 			bridgeOpts.SSHPort = booted.sshPort
 		}

@@ -18,17 +18,25 @@ import (
 // workstation: labelled as a key source, in the VM's namespace.
 const demoKeySecret = demoUser + "-demo-key"
 
-// writeDemoKey makes a fresh ed25519 key pair for the demo user, writes the
-// private key (OpenSSH PEM, 0600) to f.sshKey() and the public key to
-// f.sshKey()+".pub", and returns the public key's authorized_keys line.
-// Every run makes a new pair: the guest's root disk is new every boot, and
-// cloudInit propagation gives keys on first boot only.
+// demoKeyComment names the demo user's key in authorized_keys.
+const demoKeyComment = demoUser + "@virtstation-demo"
+
+// writeDemoKey returns the authorized_keys line of the demo user's ed25519
+// key pair: the one in f.sshKey() from an earlier run, or a fresh pair it
+// writes there (the private key as OpenSSH PEM, 0600; the public key in
+// f.sshKey()+".pub"). An earlier run's key is kept because alice-home,
+// where cloud-init appends the key to ~/.ssh/authorized_keys, is kept too.
 func writeDemoKey(f demoFiles) (string, error) {
+	if b, err := os.ReadFile(f.sshKey()); err == nil {
+		if signer, err := ssh.ParsePrivateKey(b); err == nil {
+			return authorizedLine(signer.PublicKey()), nil
+		}
+	}
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return "", fmt.Errorf("generate %s's SSH key: %w", demoUser, err)
 	}
-	block, err := ssh.MarshalPrivateKey(priv, demoUser+"@virtstation-demo")
+	block, err := ssh.MarshalPrivateKey(priv, demoKeyComment)
 	if err != nil {
 		return "", fmt.Errorf("encode %s's SSH key: %w", demoUser, err)
 	}
@@ -36,7 +44,7 @@ func writeDemoKey(f demoFiles) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encode %s's SSH public key: %w", demoUser, err)
 	}
-	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub))) + " " + demoUser + "@virtstation-demo"
+	line := authorizedLine(sshPub)
 	if err := os.MkdirAll(f.dir, 0o700); err != nil {
 		return "", err
 	}
@@ -47,6 +55,11 @@ func writeDemoKey(f demoFiles) (string, error) {
 		return "", err
 	}
 	return line, nil
+}
+
+// authorizedLine is pub's authorized_keys line, with demoKeyComment.
+func authorizedLine(pub ssh.PublicKey) string {
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))) + " " + demoKeyComment
 }
 
 // keySecret is the ssh-public-key Secret holding authorizedKey, as a
