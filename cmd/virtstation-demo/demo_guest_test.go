@@ -45,8 +45,8 @@ func TestWithBeforeVMs(t *testing.T) {
 		in, want []render.Object
 	}{
 		"before the first VM, after the namespace": {in: []render.Object{ns, dv, vm, vm}, want: []render.Object{ns, dv, key, vm, vm}},
-		"no VM: last":                              {in: []render.Object{ns}, want: []render.Object{ns, key}},
-		"only VMs: first":                          {in: []render.Object{vm}, want: []render.Object{key, vm}},
+		"no VM: last":     {in: []render.Object{ns}, want: []render.Object{ns, key}},
+		"only VMs: first": {in: []render.Object{vm}, want: []render.Object{key, vm}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := withBeforeVMs(tc.in, key); !reflect.DeepEqual(got, tc.want) {
