@@ -81,9 +81,33 @@ func TestDemo(t *testing.T) {
 	}
 	for name, g := range demoGuests {
 		t.Run(name, func(t *testing.T) {
+			if os.Getenv(demoChildEnv) != "1" {
+				runInChild(t)
+				return
+			}
 			t.Setenv(guestEnv, g.env)
 			testDemo(t, g)
 		})
+	}
+}
+
+// demoChildEnv marks a test process that runs one case of TestDemo in
+// process. Each case runs in a process of its own, as a user runs the
+// demo: controller-runtime refuses a second webhook manager with the same
+// controller names in one process.
+const demoChildEnv = "VIRTSTATION_DEMO_TEST_CHILD"
+
+// runInChild runs t (a case of TestDemo) in a new test process.
+func runInChild(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+regexp.QuoteMeta(t.Name())+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), demoChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", t.Name(), err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("%s did not run in the child:\n%s", t.Name(), out)
 	}
 }
 
