@@ -159,8 +159,11 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	return port, ln.Close()
+	addr, ok := ln.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, errors.Join(fmt.Errorf("listener address %v is not TCP", ln.Addr()), ln.Close())
+	}
+	return addr.Port, ln.Close()
 }
 
 // proveGuest waits for dev-alice's login prompt and shows, through the
