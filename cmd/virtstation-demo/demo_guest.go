@@ -68,7 +68,7 @@ const (
 	guestSSHTimeout = 2 * time.Minute
 	// guestShutdownTimeout bounds the guest's own power-off at stop, after
 	// which QEMU is killed: alice-home is then consistent on the next run.
-	guestShutdownTimeout = 20 * time.Second
+	guestShutdownTimeout = 45 * time.Second
 )
 
 // bootedGuest is dev-alice running in QEMU.
