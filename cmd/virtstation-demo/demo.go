@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -23,7 +24,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/internal/qemu"
 	"github.com/virtstation/virtstation/internal/testenv"
+	"github.com/virtstation/virtstation/internal/virtlauncher"
 	"github.com/virtstation/virtstation/render"
 	"github.com/virtstation/virtstation/webhooks/mutate"
 )
@@ -53,6 +56,34 @@ func runDemo(ctx context.Context, args []string, s streams) int {
 		fmt.Fprintf(s.err, "demo: %v\n", err)
 		return exitBadInput
 	}
+	mode, err := parseGuestMode(os.Getenv(guestEnv))
+	if err != nil {
+		fmt.Fprintf(s.err, "demo: %v\n", err)
+		return exitBadInput
+	}
+	// Absolute: the user's kubeconfig names the token and CA files.
+	userDir, err := filepath.Abs(filepath.Dir(*kubeconfig))
+	if err != nil {
+		fmt.Fprintf(s.err, "demo: %v\n", err)
+		return exitFailure
+	}
+	files := demoFiles{dir: userDir}
+	g, err := prepareGuest(mode, s.out)
+	if err != nil {
+		fmt.Fprintf(s.err, "demo: %v\n", err)
+		return exitFailure
+	}
+	if mode == debianGuest {
+		// Before the VMs: cloudInit propagation writes the namespace's
+		// keys into the user-data when the webhook admits dev-alice.
+		pub, err := writeDemoKey(files)
+		if err != nil {
+			fmt.Fprintf(s.err, "demo: %v\n", err)
+			return exitFailure
+		}
+		objs = withBeforeVMs(objs, keySecret(pub))
+		fmt.Fprintf(s.out, "%s's SSH key: %s (private), %s.pub; the public key goes in Secret %s/%s.\n", demoUser, files.sshKey(), files.sshKey(), demoNamespace, demoKeySecret)
+	}
 	fmt.Fprintln(s.out, "Starting kube-apiserver, etcd and the Virtstation webhook (first run on a machine builds the binaries)...")
 	env, err := testenv.Start(ctx)
 	if err != nil {
@@ -74,30 +105,45 @@ func runDemo(ctx context.Context, args []string, s streams) int {
 		fmt.Fprintf(s.err, "demo: %v\n", err)
 		return exitFailure
 	}
-	// Absolute: the user's kubeconfig names the token and CA files.
-	userDir, err := filepath.Abs(filepath.Dir(*kubeconfig))
-	if err != nil {
-		fmt.Fprintf(s.err, "demo: %v\n", err)
-		return exitFailure
-	}
-	stopBridge, err := demoBridge(ctx, env, *bridgeAddr, demoFiles{dir: userDir}, s.out)
+	stopBridge, err := demoBridge(ctx, env, *bridgeAddr, files, g, s.out)
 	if err != nil {
 		fmt.Fprintf(s.err, "demo: bridge: %v\n", err)
 		return exitFailure
 	}
-	if stopBridge != nil {
-		defer func() {
-			if err := stopBridge(); err != nil {
-				fmt.Fprintf(s.err, "demo: stop the bridge: %v\n", err)
-			}
-		}()
-	}
+	defer func() {
+		if err := stopBridge(); err != nil {
+			fmt.Fprintf(s.err, "demo: stop the bridge: %v\n", err)
+		}
+	}()
 	if os.Getenv("DEMO_EXIT") == "1" {
 		return exitOK
 	}
 	fmt.Fprintf(s.out, "\nThe control plane keeps running. Try:\n  kubectl --kubeconfig %s get vm -A\nCtrl-C stops it.\n", *kubeconfig)
 	<-ctx.Done()
 	return exitOK
+}
+
+// prepareGuest checks that QEMU is installed and, for the Debian guest,
+// finds its image (hack/guest-image.sh builds it once per machine, about 2
+// minutes, showing its progress on stderr).
+func prepareGuest(mode guestMode, out io.Writer) (guest, error) {
+	if _, err := exec.LookPath(qemu.Binary); err != nil {
+		return guest{}, fmt.Errorf("dev-alice's machine needs QEMU: %w (make demo installs it; or apt-get install qemu-system-x86)", err)
+	}
+	g := guest{mode: mode}
+	if mode == echoGuest {
+		return g, nil
+	}
+	if os.Getenv(virtlauncher.ImageEnv) == "" {
+		fmt.Fprintln(out, "Finding the Debian guest image (hack/guest-image.sh builds it once per machine, about 2 minutes)...")
+	}
+	img, err := virtlauncher.FindImage()
+	if err != nil {
+		return guest{}, fmt.Errorf("the guest image: %w (%s=echo runs the demo with the echo guest instead)", err, guestEnv)
+	}
+	g.image = img
+	fmt.Fprintf(out, "Guest image: %s\n", guestImageDir(img))
+	return g, nil
 }
 
 // readDir reads every *.yaml file in dir, in name order.

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -22,12 +21,11 @@ import (
 
 	"github.com/virtstation/virtstation/bridge"
 	"github.com/virtstation/virtstation/internal/bridgestack"
-	"github.com/virtstation/virtstation/internal/qemu"
 	"github.com/virtstation/virtstation/internal/testenv"
 )
 
-// The demo's workstation: an example VM whose console and display are a
-// real QEMU machine (a tiny guest that echoes the serial line in capitals).
+// The demo's workstation: dev-alice of examples/10-workstation.yaml,
+// reached by its user alice.
 const (
 	demoNamespace = "workstations"
 	demoVM        = "dev-alice"
@@ -45,38 +43,61 @@ const demoSessionsGrace = 10 * time.Second
 // long; without one net/http keeps it open for as long as the peer does.
 const demoServerIdleTimeout = 2 * time.Minute
 
-// demoBridge runs the bridge on the demo control plane over TLS, proves it
-// by typing into the console through it, writes the user's token, the demo
-// CA and a kubeconfig for virtctl to f, and prints how to reach it. It
-// returns a stop function; nil when QEMU is missing (the rest of the demo
-// runs).
-func demoBridge(ctx context.Context, env *testenv.Env, addr string, f demoFiles, out io.Writer) (func() error, error) {
-	if _, err := exec.LookPath(qemu.Binary); err != nil {
-		fmt.Fprintf(out, "\nSkipping the bridge: it needs QEMU for the VM's console and display (apt-get install qemu-system-x86).\n")
-		return nil, nil
+// demoBridge runs the bridge on the demo control plane over TLS, with the
+// guest g playing dev-alice's machine, proves it through the bridge as a
+// user would, writes the user's token, the demo CA and a kubeconfig for
+// virtctl to f, and prints how to reach it. It returns a stop function,
+// which also stops the guest.
+func demoBridge(ctx context.Context, env *testenv.Env, addr string, f demoFiles, g guest, out io.Writer) (func() error, error) {
+	var opts []bridgestack.Option
+	if g.mode == debianGuest {
+		// dev-alice's own machine; the stack's echo machine is not needed.
+		opts = append(opts, bridgestack.WithoutQEMU())
+		fmt.Fprintf(out, "\nStarting the bridge, and dev-alice as KubeVirt would start it (the VMI from KubeVirt's own code, the VM's disks as virt-launcher presents them)...\n")
+	} else {
+		fmt.Fprintf(out, "\nStarting the bridge, with QEMU playing %s/%s's machine...\n", demoNamespace, demoVM)
 	}
-	fmt.Fprintf(out, "\nStarting the bridge, with QEMU playing %s/%s's machine...\n", demoNamespace, demoVM)
-	stack, err := bridgestack.Start(ctx, env.Config, env.FrontProxy, env.RepoRoot)
+	stack, err := bridgestack.Start(ctx, env.Config, env.FrontProxy, env.RepoRoot, opts...)
 	if err != nil {
 		return nil, err
 	}
 	// The bridge's own context: its Lease watch must end before the API
 	// server is stopped.
 	bctx, cancel := context.WithCancel(ctx)
-	srv, token, err := demoBridgeServer(bctx, env, stack, f.token())
+	var booted *bootedGuest
+	var bridgeOpts bridge.Options
+	if g.mode == debianGuest {
+		booted, err = bootGuest(bctx, env, stack, g.image, f, out)
+		if booted != nil {
+			bridgeOpts.SSHPort = booted.sshPort
+		}
+	} else {
+		err = echoVMI(bctx, env, stack)
+	}
+	stopGuest := func() error {
+		if booted == nil {
+			return nil
+		}
+		return booted.stop(ctx)
+	}
 	if err != nil {
 		cancel()
-		return nil, errors.Join(err, stack.Stop())
+		return nil, errors.Join(err, stopGuest(), stack.Stop())
+	}
+	srv, token, err := demoBridgeServer(bctx, env, stack, f.token(), bridgeOpts)
+	if err != nil {
+		cancel()
+		return nil, errors.Join(err, stopGuest(), stack.Stop())
 	}
 	serverTLS, clientTLS, err := demoTLS(f)
 	if err != nil {
 		cancel()
-		return nil, errors.Join(err, stack.Stop())
+		return nil, errors.Join(err, stopGuest(), stack.Stop())
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		cancel()
-		return nil, errors.Join(fmt.Errorf("bridge address %s: %w (choose another with --bridge-address)", addr, err), stack.Stop())
+		return nil, errors.Join(fmt.Errorf("bridge address %s: %w (choose another with --bridge-address)", addr, err), stopGuest(), stack.Stop())
 	}
 	hs := &http.Server{Handler: srv, TLSConfig: serverTLS, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: demoServerIdleTimeout}
 	go func() { _ = hs.ServeTLS(ln, "", "") }()
@@ -88,14 +109,20 @@ func demoBridge(ctx context.Context, env *testenv.Env, addr string, f demoFiles,
 		wctx, done := context.WithTimeout(context.WithoutCancel(ctx), demoSessionsGrace)
 		defer done()
 		waitErr := srv.Wait(wctx)
-		return errors.Join(closeErr, waitErr, stack.Stop())
+		return errors.Join(closeErr, waitErr, stopGuest(), stack.Stop())
 	}
 
 	base := "https://" + dialAddr(ln.Addr())
 	if err := writeDemoKubeconfig(base, f); err != nil {
 		return nil, errors.Join(err, stop())
 	}
-	if err := demoConsole(base, token, clientTLS, out); err != nil {
+	c := bridgeClient{base: base, token: token, tls: clientTLS}
+	if booted != nil {
+		err = proveGuest(ctx, booted, c, f, out)
+	} else {
+		err = demoConsole(c, echoProof, out)
+	}
+	if err != nil {
 		return nil, errors.Join(err, stop())
 	}
 	vmPath := "/api/v1/namespaces/" + demoNamespace + "/virtualmachines/" + demoVM
@@ -118,12 +145,19 @@ Try (virtctl sends its token only over TLS, hence the CA):
 		kc, demoVM, kc, demoVM, kc, demoVM,
 		f.ca(), f.token(), base, vmPath,
 		base, uiPath, f.token())
+	if booted != nil {
+		fmt.Fprintf(out, `  SSH in the browser: the page's SSH tab, user %s, the private key %s
+  SSH from here, straight to the guest's forwarded port (not through the bridge):
+    ssh -i %s -p %d -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null %s@127.0.0.1
+`, demoUser, f.sshKey(), f.sshKey(), booted.sshPort, demoUser)
+	}
 	return stop, nil
 }
 
-// demoBridgeServer gives the demo VM a running instance backed by QEMU, a
-// user allowed to reach it, and a bridge replica.
-func demoBridgeServer(ctx context.Context, env *testenv.Env, stack *bridgestack.Stack, tokenPath string) (*bridge.Server, string, error) {
+// echoVMI gives dev-alice a running instance whose console and display are
+// the stack's echo machine (DEMO_GUEST=echo): a VMI made up here, as the
+// demo did before it booted the real guest.
+func echoVMI(ctx context.Context, env *testenv.Env, stack *bridgestack.Stack) error {
 	guest := resource.MustParse("1Gi")
 	vmi := &kubevirtv1.VirtualMachineInstance{
 		ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoVM},
@@ -133,9 +167,15 @@ func demoBridgeServer(ctx context.Context, env *testenv.Env, stack *bridgestack.
 		Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running},
 	}
 	if err := env.Client.Create(ctx, vmi); err != nil {
-		return nil, "", fmt.Errorf("create the demo VMI: %w", err)
+		return fmt.Errorf("create the demo VMI: %w", err)
 	}
 	stack.Attach(demoNamespace, demoVM)
+	return nil
+}
+
+// demoBridgeServer gives the demo user a token and the workstation-user
+// role, and starts a bridge replica with opts.
+func demoBridgeServer(ctx context.Context, env *testenv.Env, stack *bridgestack.Stack, tokenPath string, opts bridge.Options) (*bridge.Server, string, error) {
 	token, err := stack.Token(ctx, demoNamespace, demoUser)
 	if err != nil {
 		return nil, "", err
@@ -150,41 +190,85 @@ func demoBridgeServer(ctx context.Context, env *testenv.Env, stack *bridgestack.
 		return nil, "", err
 	}
 	srv, err := bridge.NewFromConfig(ctx, stack.BridgeConfig, bridge.Config{
-		Namespace: bridgestack.Namespace, Replica: "demo", Log: ctrl.Log.WithName("bridge"),
+		Namespace: bridgestack.Namespace, Replica: "demo", Log: ctrl.Log.WithName("bridge"), Options: opts,
 	})
 	return srv, token, err
 }
 
-// demoConsole types into the VM's serial console through the bridge, as a
-// user would, and shows that a second client is told who holds it.
-func demoConsole(base, token string, clientTLS *tls.Config, out io.Writer) error {
-	url := "wss" + strings.TrimPrefix(base, "https") + "/api/v1/namespaces/" + demoNamespace + "/virtualmachines/" + demoVM + "/console"
-	h := http.Header{"Authorization": {"Bearer " + token}}
-	dialer := &websocket.Dialer{TLSClientConfig: clientTLS, HandshakeTimeout: demoIOTimeout}
-	c, resp, err := dialer.Dial(url, h)
+// bridgeClient reaches the demo's bridge as the demo user.
+type bridgeClient struct {
+	base, token string
+	tls         *tls.Config
+}
+
+// dial opens the VM's route mode (console, vnc, ssh) as a WebSocket.
+func (c bridgeClient) dial(mode string) (*websocket.Conn, *http.Response, error) {
+	url := "wss" + strings.TrimPrefix(c.base, "https") + "/api/v1/namespaces/" + demoNamespace + "/virtualmachines/" + demoVM + "/" + mode
+	dialer := &websocket.Dialer{TLSClientConfig: c.tls, HandshakeTimeout: demoIOTimeout}
+	return dialer.Dial(url, http.Header{"Authorization": {"Bearer " + c.token}})
+}
+
+// consoleProof is what the demo types on the console, what it waits for,
+// and what it then says.
+type consoleProof struct {
+	send, want, said string
+}
+
+// echoProof: the echo guest answers in capitals.
+var echoProof = consoleProof{
+	send: "hello virtstation", want: "HELLO VIRTSTATION",
+	said: `typed "hello virtstation", the guest answered "HELLO VIRTSTATION".`,
+}
+
+// loginProof: Enter at a getty prints its prompt again.
+var loginProof = consoleProof{
+	send: "\r", want: "login:",
+	said: "pressed Enter, and the Debian login prompt came through the bridge:",
+}
+
+// demoConsole types p.send into the VM's serial console through the
+// bridge, as a user would, waits for p.want, and shows that a second client
+// is told who holds the console.
+func demoConsole(c bridgeClient, p consoleProof, out io.Writer) error {
+	conn, resp, err := c.dial("console")
 	if err != nil {
 		return fmt.Errorf("open the console through the bridge: %w (%s)", err, status(resp))
 	}
-	defer func() { _ = c.Close() }()
-	if err := c.WriteMessage(websocket.BinaryMessage, []byte("hello virtstation")); err != nil {
+	defer func() { _ = conn.Close() }()
+	if err := conn.WriteMessage(websocket.BinaryMessage, []byte(p.send)); err != nil {
 		return err
 	}
 	var got strings.Builder
-	_ = c.SetReadDeadline(time.Now().Add(demoIOTimeout))
-	for !strings.Contains(got.String(), "HELLO VIRTSTATION") {
-		_, p, err := c.ReadMessage()
+	_ = conn.SetReadDeadline(time.Now().Add(demoIOTimeout))
+	for !strings.Contains(got.String(), p.want) {
+		_, msg, err := conn.ReadMessage()
 		if err != nil {
-			return fmt.Errorf("read the console: %w", err)
+			return fmt.Errorf("read the console (got %q): %w", got.String(), err)
 		}
-		got.Write(p)
+		got.Write(msg)
 	}
-	fmt.Fprintf(out, "Console through the bridge: typed \"hello virtstation\", the guest answered \"HELLO VIRTSTATION\".\n")
-	_, resp, err = dialer.Dial(url, h)
+	fmt.Fprintf(out, "Console through the bridge: %s", p.said)
+	if line := lineWith(got.String(), p.want); line != p.want {
+		fmt.Fprintf(out, " %q", line)
+	}
+	fmt.Fprintln(out)
+	_, resp, err = c.dial("console")
 	if err == nil {
 		return errors.New("a second console session was let in while the first was open")
 	}
 	fmt.Fprintf(out, "A second client meanwhile gets %s\n", status(resp))
 	return nil
+}
+
+// lineWith is the last line of s that holds want, trimmed.
+func lineWith(s, want string) string {
+	lines := strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' })
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], want) {
+			return strings.TrimSpace(lines[i])
+		}
+	}
+	return want
 }
 
 func status(resp *http.Response) string {

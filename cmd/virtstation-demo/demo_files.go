@@ -16,13 +16,24 @@ import (
 )
 
 // demoFiles are the files the demo writes for its user, side by side in
-// one directory: her token, the demo CA that signed the bridge's serving
-// certificate, and a kubeconfig that points virtctl at the bridge.
+// one directory: her token, her SSH key pair, the demo CA that signed the
+// bridge's serving certificate, and a kubeconfig that points virtctl at
+// the bridge; and the workstation's data disks, kept across runs.
 type demoFiles struct{ dir string }
 
 func (f demoFiles) token() string      { return filepath.Join(f.dir, demoUser+".token") }
 func (f demoFiles) ca() string         { return filepath.Join(f.dir, "ca.crt") }
 func (f demoFiles) kubeconfig() string { return filepath.Join(f.dir, demoUser+".kubeconfig") }
+
+// sshKey is the demo user's private key; its public key is sshKey()+".pub".
+func (f demoFiles) sshKey() string { return filepath.Join(f.dir, demoUser+"_ed25519") }
+
+// storage holds the image files of the claims the guest mounts
+// (virtlauncher.Options.Storage): alice-home survives a restart of the demo.
+func (f demoFiles) storage() string { return filepath.Join(f.dir, "storage") }
+
+// screenshot is where the demo saves the guest's display.
+func (f demoFiles) screenshot() string { return filepath.Join(f.dir, demoVM+".png") }
 
 // certDir holds the bridge's serving certificate and key (tls.crt,
 // tls.key), as a kubernetes.io/tls Secret mounted at --cert-dir would.

@@ -29,20 +29,91 @@ import (
 	"github.com/virtstation/virtstation/internal/qemu"
 )
 
-// demoReadyTimeout bounds the demo's start, with the control plane, QEMU
-// and the bridge (binaries already built).
-const demoReadyTimeout = 3 * time.Minute
+// demoGuestCase is a machine the demo can put behind dev-alice, what the
+// demo prints with it, and how its console answers a client.
+type demoGuestCase struct {
+	// env is DEMO_GUEST.
+	env string
+	// ready bounds the demo's start, with the control plane, QEMU and the
+	// bridge (binaries and the guest image already built), and the boot.
+	ready time.Duration
+	// shown are lines of the demo's output besides the common ones.
+	shown []string
+	// send on the console makes the guest write want; sendKubecli makes
+	// it write wantKubecli.
+	send, want, sendKubecli, wantKubecli string
+}
 
-// TestDemo runs `virtstation-demo` as a user does, and while it keeps
-// running checks what a newcomer would see and that the virtctl commands it
-// prints reach the bridge: the kubeconfig it writes is loaded as virtctl
-// loads it, and the requests are the ones kubevirt.io/client-go's kubecli
-// makes from that rest.Config.
+var demoGuests = map[string]demoGuestCase{
+	"debian": {
+		env:   "",
+		ready: 8 * time.Minute,
+		shown: []string{
+			"Booting dev-alice: Debian under QEMU TCG",
+			"the Debian login prompt came through the bridge: \"dev-alice login:\"", // the guest's getty, named by its meta-data
+			"SSH through the bridge as alice with her key",                          // cloudInit propagation put her key in
+			"user=alice home=/dev/vd",                                               // alice-home is mounted at /home/alice...
+			",ext4 owner=alice",                                                     // ...formatted, and hers
+			"Secret workstations/alice-demo-key created",
+			"alice_ed25519 (private)",
+			"dev-alice.png",
+		},
+		send: "\r", want: "login:", sendKubecli: "\r", wantKubecli: "dev-alice login:",
+	},
+	"echo": {
+		env:   "echo",
+		ready: 3 * time.Minute,
+		shown: []string{"the guest answered \"HELLO VIRTSTATION\""},
+		send:  "hello from client-go", want: "HELLO FROM CLIENT-GO",
+		sendKubecli: "hello from kubecli", wantKubecli: "HELLO FROM KUBECLI",
+	},
+}
+
+// TestDemo runs `virtstation-demo` as a user does, with each guest (the
+// Debian one boots once), and while it keeps running checks what a
+// newcomer would see and that the virtctl commands it prints reach the
+// bridge: the kubeconfig it writes is loaded as virtctl loads it, and the
+// requests are the ones kubevirt.io/client-go's kubecli makes from that
+// rest.Config.
 func TestDemo(t *testing.T) {
 	if _, err := exec.LookPath(qemu.Binary); err != nil {
-		t.Fatalf("the demo's bridge needs QEMU (make test-deps installs it): %v", err)
+		t.Fatalf("the demo needs QEMU (make test-deps installs it): %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), demoReadyTimeout+time.Minute)
+	for name, g := range demoGuests {
+		t.Run(name, func(t *testing.T) {
+			if os.Getenv(demoChildEnv) != "1" {
+				runInChild(t)
+				return
+			}
+			t.Setenv(guestEnv, g.env)
+			testDemo(t, g)
+		})
+	}
+}
+
+// demoChildEnv marks a test process that runs one case of TestDemo in
+// process. Each case runs in a process of its own, as a user runs the
+// demo: controller-runtime refuses a second webhook manager with the same
+// controller names in one process.
+const demoChildEnv = "VIRTSTATION_DEMO_TEST_CHILD"
+
+// runInChild runs t (a case of TestDemo) in a new test process.
+func runInChild(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+regexp.QuoteMeta(t.Name())+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), demoChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", t.Name(), err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("%s did not run in the child:\n%s", t.Name(), out)
+	}
+}
+
+func testDemo(t *testing.T, g demoGuestCase) {
+	ready := g.ready
+	ctx, cancel := context.WithTimeout(context.Background(), ready+2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 	out, errs := &syncBuffer{}, &syncBuffer{}
@@ -84,17 +155,16 @@ func TestDemo(t *testing.T) {
 	case code := <-exited:
 		exited <- code
 		t.Fatalf("demo exited %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errs.String())
-	case <-time.After(demoReadyTimeout):
-		t.Fatalf("demo not ready after %s\nstdout:\n%s\nstderr:\n%s", demoReadyTimeout, out.String(), errs.String())
+	case <-time.After(ready):
+		t.Fatalf("demo not ready after %s\nstdout:\n%s\nstderr:\n%s", ready, out.String(), errs.String())
 	}
 	shown := out.String()
-	for _, want := range []string{
+	for _, want := range append([]string{
 		"virtstation pinned MAC", // the webhook mutated the examples
 		"denied",                 // the policies refused the bad example
-		"the guest answered \"HELLO VIRTSTATION\"", // a console session through the bridge reached QEMU
-		"409 Conflict", // one session per VM
+		"409 Conflict",           // one session per VM
 		"alice.token",
-	} {
+	}, g.shown...) {
 		if !strings.Contains(shown, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, shown)
 		}
@@ -143,12 +213,12 @@ func TestDemo(t *testing.T) {
 			t.Fatalf("open the console as kubecli does: %v (%s)", err, status(resp))
 		}
 		defer func() { _ = c.Close() }()
-		if err := c.WriteMessage(websocket.BinaryMessage, []byte("hello from client-go")); err != nil {
+		if err := c.WriteMessage(websocket.BinaryMessage, []byte(g.send)); err != nil {
 			t.Fatal(err)
 		}
 		var got strings.Builder
 		_ = c.SetReadDeadline(time.Now().Add(demoIOTimeout))
-		for !strings.Contains(got.String(), "HELLO FROM CLIENT-GO") {
+		for !strings.Contains(got.String(), g.want) {
 			_, p, err := c.ReadMessage()
 			if err != nil {
 				t.Fatalf("read the console (got %q): %v", got.String(), err)
@@ -258,19 +328,19 @@ func TestDemo(t *testing.T) {
 		} else if b, err := os.ReadFile(shot); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
 			t.Errorf("shot.png: %d bytes, %v; want a PNG", len(b), err)
 		}
-		// The console copies stdin until it ends; the guest echoes as it
+		// The console copies stdin until it ends; the guest answers as it
 		// reads, so the answer is on stdout by the time stdin is drained.
 		pr, pw := io.Pipe()
 		go func() {
-			_, _ = pw.Write([]byte("hello from kubecli"))
+			_, _ = pw.Write([]byte(g.sendKubecli))
 			time.Sleep(2 * time.Second)
 			_ = pw.Close()
 		}()
 		got, err := run(pr, "console", demoVM)
 		if err != nil {
 			t.Error(err)
-		} else if !strings.Contains(got, "HELLO FROM KUBECLI") {
-			t.Errorf("console printed %q; want the guest's HELLO FROM KUBECLI", got)
+		} else if !strings.Contains(got, g.wantKubecli) {
+			t.Errorf("console printed %q; want the guest's %q", got, g.wantKubecli)
 		}
 	})
 

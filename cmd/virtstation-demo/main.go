@@ -1,10 +1,20 @@
 // Command virtstation-demo runs Virtstation on an embedded local control
 // plane: a real kube-apiserver and etcd with the KubeVirt, CDI and
-// cert-manager CRDs, the webhooks, and the bridge with a real QEMU machine
-// behind a stand-in virt-api. It applies the manifests of a directory and
-// prints what the webhooks made of them, then keeps running until Ctrl-C:
+// cert-manager CRDs, the webhooks, KubeVirt's own admission, and the
+// bridge with a stand-in virt-api. It applies the manifests of a directory
+// and prints what the webhooks made of them; then it starts dev-alice
+// (examples/10-workstation.yaml) through KubeVirt's own code and boots its
+// stored spec, the Debian guest image with its data disk and cloud-init,
+// in QEMU, and shows its login prompt and alice's SSH session through the
+// bridge. It keeps running until Ctrl-C:
 //
 //	virtstation-demo [-f examples/] [-kubeconfig FILE] [-bridge-address ADDR] [-v]
+//
+// DEMO_GUEST=echo puts a 512-byte guest that echoes the serial line in
+// capitals behind dev-alice instead (no image, no boot wait);
+// VIRTSTATION_GUEST_IMAGE names the guest image's directory, else
+// hack/guest-image.sh builds it once per machine. DEMO_EXIT=1 exits after
+// printing.
 //
 // It is a command of its own, apart from the virtstation CLI, because it
 // links the test harnesses (internal/testenv, internal/bridgestack), which

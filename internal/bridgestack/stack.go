@@ -34,7 +34,8 @@ const serviceAccount = "virtstation-bridge"
 
 // Stack is a running QEMU, stand-in virt-api and the bridge's identity.
 type Stack struct {
-	// QEMU is the one machine whose console and display VMIs reach.
+	// QEMU is the one machine whose console and display VMIs reach
+	// through Attach; nil with WithoutQEMU.
 	QEMU *qemu.VM
 	// VirtAPI serves the VMI subresources behind the aggregation layer.
 	VirtAPI *virthandler.Server
@@ -47,10 +48,23 @@ type Stack struct {
 	dir   string
 }
 
+// Option changes what Start brings up.
+type Option func(*options)
+
+type options struct{ noQEMU bool }
+
+// WithoutQEMU starts no machine of the stack's own: the caller registers
+// its machines' sockets with VirtAPI.Register (Attach cannot be used).
+func WithoutQEMU() Option { return func(o *options) { o.noQEMU = true } }
+
 // Start brings the stack up on the control plane adminCfg reaches, whose
 // API server runs with the front proxy fp. root is the repository (for
 // config/rbac). Call Stop when done.
-func Start(ctx context.Context, adminCfg *rest.Config, fp *testenv.FrontProxy, root string) (s *Stack, err error) {
+func Start(ctx context.Context, adminCfg *rest.Config, fp *testenv.FrontProxy, root string, opts ...Option) (s *Stack, err error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	s = &Stack{}
 	if s.dir, err = os.MkdirTemp("", "virtstation-bridgestack-"); err != nil {
 		return nil, err
@@ -66,8 +80,10 @@ func Start(ctx context.Context, adminCfg *rest.Config, fp *testenv.FrontProxy, r
 	if s.admin, err = client.New(adminCfg, client.Options{}); err != nil {
 		return s, err
 	}
-	if s.QEMU, err = qemu.Start(ctx, s.dir); err != nil {
-		return s, err
+	if !o.noQEMU {
+		if s.QEMU, err = qemu.Start(ctx, s.dir); err != nil {
+			return s, err
+		}
 	}
 	s.VirtAPI, err = virthandler.Start(ctx, virthandler.Options{
 		FrontProxyCA: fp.CA,
