@@ -12,7 +12,7 @@ TEST_FLAGS ?= -count=1 -p 1 -timeout 15m
 
 export CERT_MANAGER_VERSION
 
-.PHONY: all build bench cross test test-deps ui ui-test chart-lint policy-test unit envtest-bins kubecli-peer kubevirt-admission guest-image manifests crds generate verify-generated lint fmt check-format vet demo fuzz property clean
+.PHONY: all build bench cross test test-deps demo-deps ui ui-test chart-lint policy-test unit envtest-bins kubecli-peer kubevirt-admission guest-image manifests crds generate verify-generated lint fmt check-format vet demo fuzz property clean
 
 all: build
 
@@ -193,9 +193,18 @@ cross:
 	  GOOS=$${p%/*} GOARCH=$${p#*/} CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/virtstation || exit 1; \
 	done
 
-## demo: a local control plane with the webhook; applies examples/ and prints the admitted VMs.
-demo: envtest-bins kubevirt-admission
-	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" KUBEVIRT_ADMISSION="$$(hack/kubevirt-admission.sh)" $(GO) run ./cmd/virtstation-demo -f examples/
+## demo: a local control plane with the webhooks and KubeVirt's admission; applies
+## examples/, prints the admitted VMs and boots dev-alice's Debian guest behind
+## the bridge (DEMO_GUEST=echo: the 512-byte echo guest instead).
+demo: demo-deps envtest-bins kubevirt-admission
+	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" KUBEVIRT_ADMISSION="$$(hack/kubevirt-admission.sh)" \
+	  VIRTSTATION_GUEST_IMAGE="$$(if [ "$${DEMO_GUEST:-}" != echo ]; then hack/guest-image.sh; fi)" \
+	  $(GO) run ./cmd/virtstation-demo -f examples/
+
+## demo-deps: the Debian packages the demo's guest needs when missing: QEMU,
+## debootstrap and e2fsprogs (the guest image), xorriso (its NoCloud ISO).
+demo-deps:
+	@hack/install-test-deps.sh --demo
 
 clean:
 	rm -rf $(BIN)

@@ -14,8 +14,12 @@
 #                     module; nginx-light there is the same package plus the
 #                     echo module), run by the tests as an ordinary process
 # It installs only what is missing, so a prepared machine pays nothing.
+# With --demo it installs only what `make demo`'s guest needs.
 set -euo pipefail
 packages=(cloud-init fdisk qemu-system-x86 debootstrap xorriso openssh-server chromium fonts-dejavu-core websockify nginx)
+if [ "${1:-}" = --demo ]; then
+  packages=(qemu-system-x86 debootstrap e2fsprogs xorriso)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -30,6 +34,9 @@ npm_deps() {
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
   fi
 }
+if [ "${1:-}" = --demo ]; then
+  npm_deps() { :; }
+fi
 if [ "${#missing[@]}" -eq 0 ]; then
   npm_deps
   exit 0
