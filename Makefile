@@ -54,7 +54,7 @@ kubevirt-admission:
 	@hack/kubevirt-admission.sh >/dev/null
 
 ## guest-image: build the Debian guest (debootstrap from the machine's
-## Debian mirror, about 2 minutes, about 1 GB) once per machine into the
+## Debian mirror, about 3 minutes, about 850 MB) once per machine into the
 ## cache; test/guest and `make demo` boot it from $VIRTSTATION_GUEST_IMAGE.
 guest-image: test-deps
 	@hack/guest-image.sh >/dev/null
