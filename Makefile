@@ -12,7 +12,7 @@ TEST_FLAGS ?= -count=1 -p 1 -timeout 15m
 
 export CERT_MANAGER_VERSION
 
-.PHONY: all build bench cross test test-deps demo-deps ui ui-test chart-lint policy-test unit envtest-bins kubecli-peer kubevirt-admission guest-image manifests crds generate verify-generated lint fmt check-format vet demo fuzz property clean
+.PHONY: all build bench cross test test-deps demo-deps demo-test ui ui-test chart-lint policy-test unit envtest-bins kubecli-peer kubevirt-admission guest-image manifests crds generate verify-generated lint fmt check-format vet demo fuzz property clean
 
 all: build
 
@@ -87,7 +87,13 @@ test-deps:
 
 ## test: unit tests, envtest integration tests, and generated-file drift.
 test: test-deps envtest-bins kubecli-peer kubevirt-admission guest-image verify-generated lint policy-test ui-test chart-lint
-	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" KUBECLI_PEER="$$(hack/kubecli-peer.sh)" KUBEVIRT_ADMISSION="$$(hack/kubevirt-admission.sh)" VIRTSTATION_GUEST_IMAGE="$$(hack/guest-image.sh)" $(GO) test $(TEST_FLAGS) ./...
+	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" KUBECLI_PEER="$$(hack/kubecli-peer.sh)" KUBEVIRT_ADMISSION="$$(hack/kubevirt-admission.sh)" VIRTSTATION_GUEST_IMAGE="$$(hack/guest-image.sh)" VIRTSTATION_DEMO_TEST_GUESTS=echo $(GO) test $(TEST_FLAGS) ./...
+
+## demo-test: `make demo` as a newcomer runs it, with the Debian guest (about
+## 2 minutes; make test runs the demo with the echo guest and boots the
+## Debian guest in test/guest). CI runs it after make test.
+demo-test: test-deps envtest-bins kubecli-peer kubevirt-admission guest-image
+	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" KUBECLI_PEER="$$(hack/kubecli-peer.sh)" KUBEVIRT_ADMISSION="$$(hack/kubevirt-admission.sh)" VIRTSTATION_GUEST_IMAGE="$$(hack/guest-image.sh)" VIRTSTATION_DEMO_TEST_GUESTS=debian $(GO) test $(TEST_FLAGS) ./cmd/virtstation-demo -run '^TestDemo$$'
 
 ## ui: rebuild the browser client (bridge/ui/dist) from web/ with npm. The
 ## built files are committed, so `go build` never needs npm.

@@ -14,6 +14,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -79,8 +80,12 @@ func TestDemo(t *testing.T) {
 	if _, err := exec.LookPath(qemu.Binary); err != nil {
 		t.Fatalf("the demo needs QEMU (make test-deps installs it): %v", err)
 	}
+	only := os.Getenv(demoTestGuestsEnv)
 	for name, g := range demoGuests {
 		t.Run(name, func(t *testing.T) {
+			if only != "" && !slices.Contains(strings.Split(only, ","), name) {
+				t.Skipf("%s=%s: make test boots the Debian guest in test/guest and leaves this case to make demo-test", demoTestGuestsEnv, only)
+			}
 			if os.Getenv(demoChildEnv) != "1" {
 				runInChild(t)
 				return
@@ -90,6 +95,10 @@ func TestDemo(t *testing.T) {
 		})
 	}
 }
+
+// demoTestGuestsEnv, when set, names the cases of TestDemo to run
+// (comma-separated): make test runs "echo", make demo-test "debian".
+const demoTestGuestsEnv = "VIRTSTATION_DEMO_TEST_GUESTS"
 
 // demoChildEnv marks a test process that runs one case of TestDemo in
 // process. Each case runs in a process of its own, as a user runs the
