@@ -13,15 +13,9 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/virtstation/virtstation/internal/browser"
 	"github.com/virtstation/virtstation/internal/qemu"
 )
-
-func objectMeta(namespace, name string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Namespace: namespace, Name: name}
-}
 
 // Display comparison: the canvas noVNC paints in Chromium must be the
 // guest's screen as QEMU renders it (its screendump), up to the blinking
