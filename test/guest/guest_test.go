@@ -133,7 +133,8 @@ func (g *guest) stop() {
 
 // saveSerial keeps the serial console's log as a test artefact.
 func (g *guest) saveSerial() {
-	name := strings.NewReplacer("/", "-", " ", "-").Replace(g.t.Name()) + "-" + g.vmi.Name + "-serial.log"
+	// One file per boot: the VMI's UID is new at every start.
+	name := strings.NewReplacer("/", "-", " ", "-").Replace(g.t.Name()) + "-" + g.vmi.Name + "-" + string(g.vmi.UID) + "-serial.log"
 	if err := os.WriteFile(filepath.Join(artifacts, name), []byte(g.Serial()), 0o644); err != nil {
 		g.t.Logf("save the serial log: %v", err)
 	}
