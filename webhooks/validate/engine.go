@@ -42,6 +42,8 @@ type policySet struct {
 	// modules are the set's modules by name, tests left out: where an
 	// evaluation that ran past its deadline may have spent its time.
 	modules map[string]Module
+	// rules are the rule ids the set's modules define (RegoRuleIDs).
+	rules []string
 }
 
 // newPolicySet prepares the query on the compiled modules.
@@ -50,7 +52,7 @@ func newPolicySet(ctx context.Context, compiler *ast.Compiler, modules []Module)
 	if err != nil {
 		return nil, fmt.Errorf("prepare policy query: %w", err)
 	}
-	set := &policySet{query: q, revision: Revision(modules), reads: readInput(compiler), modules: map[string]Module{}}
+	set := &policySet{query: q, revision: Revision(modules), reads: readInput(compiler), modules: map[string]Module{}, rules: RegoRuleIDs(modules)}
 	for _, m := range modules {
 		if !strings.HasSuffix(m.Name, "_test.rego") {
 			set.modules[m.Name] = m
@@ -109,6 +111,16 @@ func (e *Engine) Revision() string {
 		return s.revision
 	}
 	return ""
+}
+
+// Rules are the rule ids the active policy set defines, sorted (see
+// RegoRuleIDs); nil before the first Load. The policy audit reports a
+// result for each of them on every VM.
+func (e *Engine) Rules() []string {
+	if s := e.active.Load(); s != nil {
+		return s.rules
+	}
+	return nil
 }
 
 // ReadyCheck is a healthz.Checker: it fails until a policy set is active.
