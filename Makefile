@@ -6,11 +6,14 @@ GO ?= go
 BIN := $(CURDIR)/bin
 CONTROLLER_GEN := $(BIN)/controller-gen
 CERT_MANAGER_VERSION := v1.21.2
+# KYVERNO_VERSION: the module whose config/crds holds the wgpolicyk8s.io PolicyReport CRD.
+KYVERNO_VERSION := v1.19.1
 # Test packages run one at a time by default: each envtest package starts its
 # own kube-apiserver and etcd, and the machines have 2 cores.
 TEST_FLAGS ?= -count=1 -p 1 -timeout 15m
 
 export CERT_MANAGER_VERSION
+export KYVERNO_VERSION
 
 .PHONY: all build bench cross test test-deps demo-deps demo-test ui ui-test chart-lint policy-test unit envtest-bins kubecli-peer kubevirt-admission guest-image manifests crds generate verify-generated lint fmt check-format vet demo fuzz property clean
 

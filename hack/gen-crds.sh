@@ -10,13 +10,19 @@
 #     mark cluster scope for client-gen only (+genclient:nonNamespaced), so
 #     the cluster-wide two are set to scope Cluster here, as KubeVirt's
 #     operator installs them;
-#   - cert-manager's CRDs, copied from the cert-manager module's deploy/crds.
-# Usage: hack/gen-crds.sh [OUT_DIR]   (CONTROLLER_GEN, CERT_MANAGER_VERSION from make)
+#   - cert-manager's CRDs, copied from the cert-manager module's deploy/crds;
+#   - the policy report CRDs the policy audit writes: wgpolicyk8s.io's
+#     PolicyReport, copied from Kyverno's module (config/crds/policyreport;
+#     its own module, sigs.k8s.io/wg-policy-prototypes, is not served by the
+#     module proxy), and openreports.io's Report from the reports-api module
+#     pinned in go.mod (config/crd).
+# Usage: hack/gen-crds.sh [OUT_DIR]   (CONTROLLER_GEN, CERT_MANAGER_VERSION, KYVERNO_VERSION from make)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-internal/testenv/crds}"
 CONTROLLER_GEN="${CONTROLLER_GEN:-bin/controller-gen}"
 CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:?set CERT_MANAGER_VERSION}"
+KYVERNO_VERSION="${KYVERNO_VERSION:?set KYVERNO_VERSION}"
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
@@ -29,6 +35,9 @@ trap 'rm -rf "$tmp"' EXIT
 kubevirt_version="$(go list -m -f '{{.Version}}' kubevirt.io/api)"
 cdi_version="$(go list -m -f '{{.Version}}' kubevirt.io/containerized-data-importer-api)"
 cm_dir="$(go mod download -json "github.com/cert-manager/cert-manager@${CERT_MANAGER_VERSION}" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+kyverno_dir="$(go mod download -json "github.com/kyverno/kyverno@${KYVERNO_VERSION}" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+openreports_version="$(go list -m -f '{{.Version}}' github.com/openreports/reports-api)"
+openreports_dir="$(go mod download -json "github.com/openreports/reports-api@${openreports_version}" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
 
 mkdir -p "$OUT"
 rm -f "$OUT"/*.yaml
@@ -50,3 +59,7 @@ emit "$tmp/cdi.kubevirt.io_datavolumes.yaml" cdi.kubevirt.io_datavolumes.yaml "k
 for f in "$cm_dir"/deploy/crds/*.yaml; do
   emit "$f" "$(basename "$f")" "github.com/cert-manager/cert-manager ${CERT_MANAGER_VERSION} deploy/crds"
 done
+emit "$kyverno_dir/config/crds/policyreport/wgpolicyk8s.io_policyreports.yaml" wgpolicyk8s.io_policyreports.yaml \
+  "github.com/kyverno/kyverno ${KYVERNO_VERSION} config/crds/policyreport"
+emit "$openreports_dir/config/crd/openreports.io_reports.yaml" openreports.io_reports.yaml \
+  "github.com/openreports/reports-api ${openreports_version} config/crd"

@@ -58,24 +58,36 @@ type Transition struct {
 	Failing bool
 }
 
-// Transitions lists the results of next that pass where previous failed,
-// or fail where previous passed, for the same VM and rule. A VM or rule new
-// to next has no transition.
+// Transitions lists the results of next that fail (or warn) where
+// previous passed, or pass where previous failed, for the same VM and rule.
+// A rule new to a VM that previous knew counts as passed before (a stricter
+// policy the VM now breaks is news to its owner); a VM new to next has no
+// transitions.
 func Transitions(previous, next []Result) []Transition {
 	prev := make(map[resultKey]Result, len(previous))
+	known := map[resultKey]bool{}
 	for _, r := range previous {
-		prev[keyOf(r)] = r
+		k := keyOf(r)
+		prev[k] = r
+		k.rule = ""
+		known[k] = true
 	}
 	var out []Transition
 	for _, r := range next {
-		p, ok := prev[keyOf(r)]
+		k := keyOf(r)
+		was, ok := prev[k].Result, true
+		if _, seen := prev[k]; !seen {
+			vm := k
+			vm.rule = ""
+			was, ok = Pass, known[vm]
+		}
 		if !ok {
 			continue
 		}
 		switch {
-		case p.Result == Pass && Failing(r.Result):
+		case was == Pass && Failing(r.Result):
 			out = append(out, Transition{Result: r, Failing: true})
-		case Failing(p.Result) && r.Result == Pass:
+		case Failing(was) && r.Result == Pass:
 			out = append(out, Transition{Result: r, Failing: false})
 		}
 	}

@@ -24,7 +24,9 @@ import (
 
 	"github.com/virtstation/virtstation/claims"
 	"github.com/virtstation/virtstation/disks"
+	"github.com/virtstation/virtstation/policyreport"
 	"github.com/virtstation/virtstation/sshkeys"
+	"github.com/virtstation/virtstation/webhooks/audit"
 	"github.com/virtstation/virtstation/webhooks/mutate"
 	"github.com/virtstation/virtstation/webhooks/mutate/report"
 	"github.com/virtstation/virtstation/webhooks/mutate/secretgc"
@@ -79,6 +81,14 @@ type Options struct {
 	SweepGrace time.Duration
 	// SweepEvery is the Sweeper's period; 0 means DefaultSweepEvery.
 	SweepEvery time.Duration
+	// AuditInterval is how often the policy audit audits each namespace
+	// again; 0 means audit.DefaultInterval.
+	AuditInterval time.Duration
+	// NoPolicyReports: the audit writes no wgpolicyk8s.io PolicyReports
+	// (its metrics and Events stay).
+	NoPolicyReports bool
+	// OpenReports: the audit also writes openreports.io Reports.
+	OpenReports bool
 }
 
 // Setup registers the webhooks, their cache indexes and informers, the
@@ -154,9 +164,17 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := adopter.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up secret adopter: %w", err)
 	}
+	auditor, err := newAuditor(mgr, opts, engine, modes, validate.Snapshotter{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), NoDataVolumes: !cdi, Grace: opts.ClaimGrace})
+	if err != nil {
+		return err
+	}
+	if err := auditor.SetupWithManager(mgr, !cdi); err != nil {
+		return fmt.Errorf("set up policy audit: %w", err)
+	}
 	loader := &validate.PolicyLoader{
 		Client: mgr.GetClient(), Reader: mgr.GetCache(), Namespace: opts.Namespace, Engine: engine,
 		Recorder: mgr.GetEventRecorder("virtstation-policy"), Modes: modes, Metrics: policyMetrics,
+		OnChange: auditor.PolicyChanged,
 	}
 	if err := loader.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up policy loader: %w", err)
@@ -197,6 +215,35 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		}
 		return nil
 	})
+}
+
+// newAuditor is the policy audit, writing the report kinds opts asks for
+// that the cluster serves.
+func newAuditor(mgr ctrl.Manager, opts Options, engine *validate.Engine, modes *atomic.Pointer[validate.Modes], snaps validate.Snapshotter) (*audit.Auditor, error) {
+	var wanted []schema.GroupVersionKind
+	if !opts.NoPolicyReports {
+		wanted = append(wanted, policyreport.WGPolicy)
+	}
+	if opts.OpenReports {
+		wanted = append(wanted, policyreport.OpenReports)
+	}
+	var kinds []schema.GroupVersionKind
+	for _, gvk := range wanted {
+		ok, err := served(mgr, gvk)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			ctrl.Log.WithName("setup").Info("report CRD not installed: the policy audit writes none of these reports (install the CRD and restart)", "kind", gvk.Kind, "group", gvk.Group)
+			continue
+		}
+		kinds = append(kinds, gvk)
+	}
+	return &audit.Auditor{
+		Reader: mgr.GetCache(), Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Engine: engine, Modes: modes, Snapshots: snaps, Kinds: kinds,
+		Recorder: mgr.GetEventRecorder("virtstation-audit"), Interval: opts.AuditInterval,
+	}, nil
 }
 
 // hasDataVolumes reports whether the cluster serves CDI's DataVolume.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/virtstation/virtstation/certs"
 	"github.com/virtstation/virtstation/webhooks"
+	"github.com/virtstation/virtstation/webhooks/audit"
 )
 
 func main() {
@@ -29,6 +30,9 @@ func main() {
 		certOpts    webhooks.CertOptions
 		clientCA    string
 		clientNames string
+		auditEvery  time.Duration
+		reports     bool
+		openReports bool
 	)
 	flag.IntVar(&port, "webhook-port", 9443, "port the webhook server listens on")
 	flag.StringVar(&certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with tls.crt and tls.key; reloaded when they change")
@@ -45,6 +49,9 @@ func main() {
 	flag.StringVar(&certOpts.ValidatingConfig, "validating-config", webhooks.DefaultValidatingConfig, "with --cert-mode=self: ValidatingWebhookConfiguration whose caBundle is kept in sync")
 	flag.StringVar(&clientCA, "client-ca-file", "", "PEM file of the CA that signs the API server's webhook client certificate; when set, callers without a certificate from it are refused in the TLS handshake (re-read when it changes)")
 	flag.StringVar(&clientNames, "client-allowed-names", "", "with --client-ca-file: comma-separated names the client certificate must carry as its common name or a DNS name (default: any certificate from the CA)")
+	flag.DurationVar(&auditEvery, "audit-interval", audit.DefaultInterval, "how often the policy audit re-evaluates every managed VM when nothing changed (changes to VMs, data disks, policies and modes are audited at once)")
+	flag.BoolVar(&reports, "policy-reports", true, "publish the policy audit's results as wgpolicyk8s.io/v1alpha2 PolicyReports, one per namespace (needs the CRD)")
+	flag.BoolVar(&openReports, "open-reports", false, "also publish them as openreports.io/v1alpha1 Reports (needs the CRD)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -88,7 +95,10 @@ func main() {
 		log.Error(nil, "set --namespace or POD_NAMESPACE to the install namespace")
 		os.Exit(1)
 	}
-	if err := webhooks.Setup(ctx, mgr, webhooks.Options{Namespace: namespace, ClaimGrace: claimGrace}); err != nil {
+	if err := webhooks.Setup(ctx, mgr, webhooks.Options{
+		Namespace: namespace, ClaimGrace: claimGrace,
+		AuditInterval: auditEvery, NoPolicyReports: !reports, OpenReports: openReports,
+	}); err != nil {
 		log.Error(err, "set up webhooks")
 		os.Exit(1)
 	}

@@ -45,6 +45,10 @@ const (
 	SweepEvery = time.Second
 )
 
+// AuditInterval is the policy audit's interval: short, so tests see its
+// resyncs (and that they write nothing).
+const AuditInterval = 2 * time.Second
+
 // webhookReadyTimeout bounds the wait for the in-process webhook server and
 // its informers; start-up takes a few seconds on a 2-core machine.
 const webhookReadyTimeout = 60 * time.Second
@@ -151,7 +155,7 @@ func (e *Env) startManager(ctx context.Context) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	mctx, cancel := context.WithCancel(ctx)
-	if err := webhooks.Setup(mctx, mgr, webhooks.Options{Namespace: InstallNamespace, ClaimGrace: ClaimGrace, SweepGrace: SweepGrace, SweepEvery: SweepEvery}); err != nil {
+	if err := webhooks.Setup(mctx, mgr, webhooks.Options{Namespace: InstallNamespace, ClaimGrace: ClaimGrace, SweepGrace: SweepGrace, SweepEvery: SweepEvery, AuditInterval: AuditInterval}); err != nil {
 		cancel()
 		return fmt.Errorf("set up webhooks: %w", err)
 	}

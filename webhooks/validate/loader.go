@@ -82,6 +82,10 @@ type PolicyLoader struct {
 	Modes *atomic.Pointer[Modes]
 	// Metrics; nil means DefaultMetrics().
 	Metrics *Metrics
+	// OnChange, when set, is called after a new policy set or new modes
+	// became active (the policy audit re-evaluates every VM then). It must
+	// not block.
+	OnChange func()
 
 	mu     sync.Mutex
 	failed string // revision of the last set that failed to load
@@ -220,6 +224,7 @@ func (l *PolicyLoader) syncPolicies(ctx context.Context, r client.Reader) error 
 	}
 	l.failed = ""
 	l.metrics().SetRevision(rev)
+	l.changed()
 	log.Info("policy set loaded", "revision", rev, "modules", len(modules), "fromConfigMaps", len(operator))
 	for i := range cms {
 		own := 0
@@ -259,7 +264,10 @@ func (l *PolicyLoader) syncModes(ctx context.Context, r client.Reader) error {
 	var cm corev1.ConfigMap
 	err := r.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: ModesConfigMapName}, &cm)
 	if apierrors.IsNotFound(err) {
-		l.Modes.Store(&Modes{})
+		if old := l.Modes.Load(); old == nil || len(*old) > 0 {
+			l.Modes.Store(&Modes{})
+			l.changed()
+		}
 		return nil
 	}
 	if err != nil {
@@ -275,8 +283,16 @@ func (l *PolicyLoader) syncModes(ctx context.Context, r client.Reader) error {
 		return nil
 	}
 	l.Modes.Store(&modes)
+	l.changed()
 	l.event(&cm, corev1.EventTypeNormal, ReasonPolicyConfigLoaded, "enforcement modes: "+modes.String())
 	return nil
+}
+
+// changed tells OnChange that the active set or modes changed.
+func (l *PolicyLoader) changed() {
+	if l.OnChange != nil {
+		l.OnChange()
+	}
 }
 
 // report records an event on each ConfigMap in targets, or on all of cms

@@ -43,13 +43,19 @@ type Snapshot struct {
 // Snapshot returns the state of each named disk in namespace, as seen by VM
 // self.
 func (s Snapshotter) Snapshot(ctx context.Context, namespace string, self types.NamespacedName, names []string, fresh bool, now time.Time) (Snapshot, error) {
-	r := s.Cache
-	if fresh {
-		r = s.API
-	}
 	var vmis kubevirtv1.VirtualMachineInstanceList
 	if err := s.Cache.List(ctx, &vmis, client.InNamespace(namespace)); err != nil {
 		return Snapshot{}, fmt.Errorf("list VMIs: %w", err)
+	}
+	return s.SnapshotAmong(ctx, vmis.Items, namespace, self, names, fresh, now)
+}
+
+// SnapshotAmong is Snapshot with the namespace's VMIs listed already: the
+// policy audit lists them once for all the VMs of a namespace.
+func (s Snapshotter) SnapshotAmong(ctx context.Context, vmis []kubevirtv1.VirtualMachineInstance, namespace string, self types.NamespacedName, names []string, fresh bool, now time.Time) (Snapshot, error) {
+	r := s.Cache
+	if fresh {
+		r = s.API
 	}
 	lookup := disks.Cache{Reader: r, NoDataVolumes: s.NoDataVolumes}
 	snap := Snapshot{States: make(map[string]DiskState, len(names)), Objects: map[string]client.Object{}, Dead: map[string][]string{}}
@@ -58,7 +64,7 @@ func (s Snapshotter) Snapshot(ctx context.Context, namespace string, self types.
 		if err != nil {
 			return Snapshot{}, err
 		}
-		f := DiskFacts{UsedBy: usedBy(vmis.Items, name, self)}
+		f := DiskFacts{UsedBy: usedBy(vmis, name, self)}
 		if ok {
 			snap.Objects[name] = disk.Object
 			f.Kind, f.Labelled, f.Claims = disk.Kind, disk.Labelled, disk.Claims

@@ -1,0 +1,99 @@
+package audit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/virtstation/virtstation/policyreport"
+	"github.com/virtstation/virtstation/webhooks/validate"
+)
+
+// judged is what one VM's last evaluation found, and on what.
+type judged struct {
+	// key identifies the evaluation's input (see inputKey).
+	key     string
+	results []policyreport.Result
+}
+
+// policyState is the policy set and modes one audit runs under.
+type policyState struct {
+	revision string
+	rules    []string
+	modes    validate.Modes
+}
+
+// AuditRequest is how the audit presents a stored VM to the policies: an
+// UPDATE of the VM onto itself, which is what the validating webhook would
+// judge if its owner applied it again unchanged. `virtstation render
+// --report` presents VMs the same way.
+func AuditRequest(vmJSON []byte, namespace, name string) (validate.Request, error) {
+	return validate.DecodeRequest("UPDATE", namespace, name, vmJSON, vmJSON, nil)
+}
+
+// evaluateVM returns vm's results under ps, evaluating its policies only
+// when its input changed since prev (the VM's last evaluation; the zero
+// value when there was none). vmis are the namespace's VMIs.
+func (a *Auditor) evaluateVM(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmis []kubevirtv1.VirtualMachineInstance, ps policyState, prev judged, now time.Time) (judged, bool, error) {
+	raw, err := json.Marshal(vm)
+	if err != nil {
+		return judged{}, false, fmt.Errorf("encode VM %s/%s: %w", vm.Namespace, vm.Name, err)
+	}
+	r, err := AuditRequest(raw, vm.Namespace, vm.Name)
+	if err != nil {
+		return judged{}, false, err
+	}
+	targets := validate.ClaimTargets(r.DataDisks(), r.VolumeDisks())
+	names := make([]string, len(targets))
+	for i, t := range targets {
+		names[i] = t.Name
+	}
+	self := types.NamespacedName{Namespace: vm.Namespace, Name: vm.Name}
+	snap, err := a.Snapshots.SnapshotAmong(ctx, vmis, vm.Namespace, self, names, false, now)
+	if err != nil {
+		return judged{}, false, fmt.Errorf("read the data disks of VM %s: %w", self, err)
+	}
+	key, err := inputKey(vm, ps, snap.States)
+	if err != nil {
+		return judged{}, false, err
+	}
+	if key == prev.key {
+		return prev, false, nil
+	}
+	ref := policyreport.VMRef(vm.Namespace, vm.Name, vm.UID)
+	d, err := a.Engine.EvaluateRequest(ctx, r, snap.States)
+	var late *validate.DeadlineError
+	switch {
+	case errors.As(err, &late):
+		return judged{key: key, results: policyreport.ErrorResults(ref, ps.rules, late.Denial(), ps.modes, ps.revision)}, true, nil
+	case err != nil && ctx.Err() == nil:
+		// The webhook answers these with an error too: report it, and try
+		// again when something changes.
+		return judged{key: key, results: policyreport.ErrorResults(ref, ps.rules, "the policies could not be evaluated: "+err.Error(), ps.modes, ps.revision)}, true, nil
+	case err != nil:
+		return judged{}, false, err
+	}
+	return judged{key: key, results: policyreport.VMResults(ref, ps.rules, d, ps.modes)}, true, nil
+}
+
+// inputKey identifies an evaluation's input: the VM as stored (its UID and
+// resourceVersion), the disks' state it was judged on, the policy set and
+// the modes.
+func inputKey(vm *kubevirtv1.VirtualMachine, ps policyState, disks map[string]validate.DiskState) (string, error) {
+	b, err := json.Marshal(struct {
+		UID, RV, Revision, Modes string
+		Disks                    map[string]validate.DiskState
+	}{string(vm.UID), vm.ResourceVersion, ps.revision, ps.modes.String(), disks})
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
