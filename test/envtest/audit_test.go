@@ -290,4 +290,3 @@ func reportWrites(t *testing.T) float64 {
 	}
 	return total
 }
-
