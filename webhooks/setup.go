@@ -89,6 +89,8 @@ type Options struct {
 	NoPolicyReports bool
 	// OpenReports: the audit also writes openreports.io Reports.
 	OpenReports bool
+	// NoAudit: no policy audit runs (benchmarks run their own).
+	NoAudit bool
 }
 
 // Setup registers the webhooks, their cache indexes and informers, the
@@ -168,8 +170,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if err := auditor.SetupWithManager(mgr, !cdi); err != nil {
-		return fmt.Errorf("set up policy audit: %w", err)
+	if !opts.NoAudit {
+		if err := auditor.SetupWithManager(mgr, !cdi); err != nil {
+			return fmt.Errorf("set up policy audit: %w", err)
+		}
 	}
 	loader := &validate.PolicyLoader{
 		Client: mgr.GetClient(), Reader: mgr.GetCache(), Namespace: opts.Namespace, Engine: engine,

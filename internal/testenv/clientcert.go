@@ -36,6 +36,13 @@ type StartOption func(*startOptions)
 type startOptions struct {
 	webhookClientCerts bool
 	defaultArch        string
+	noAudit            bool
+}
+
+// WithoutAudit starts the webhook manager without the policy audit, so a
+// benchmark can run its own Auditor and measure one pass alone.
+func WithoutAudit() StartOption {
+	return func(o *startOptions) { o.noAudit = true }
 }
 
 // WithWebhookClientCerts makes the webhook server require a client

@@ -129,14 +129,14 @@ func Start(ctx context.Context, opts ...StartOption) (*Env, error) {
 	// while the webhook manager's informers sync.
 	kubevirtErr := make(chan error, 1)
 	go func() { kubevirtErr <- e.startKubeVirtAdmission(ctx, o.defaultArch) }()
-	err = e.startManager(ctx)
+	err = e.startManager(ctx, o)
 	if err = errors.Join(err, <-kubevirtErr); err != nil {
 		return nil, errors.Join(err, e.StopWebhooks(), e.KubeVirt.Stop(), te.Stop(), os.RemoveAll(e.tmpDir))
 	}
 	return e, nil
 }
 
-func (e *Env) startManager(ctx context.Context) error {
+func (e *Env) startManager(ctx context.Context, o startOptions) error {
 	wio := &e.env.WebhookInstallOptions
 	serverOpts := webhooks.ServerOptions{Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir}
 	if e.WebhookClient != nil {
@@ -155,7 +155,7 @@ func (e *Env) startManager(ctx context.Context) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	mctx, cancel := context.WithCancel(ctx)
-	if err := webhooks.Setup(mctx, mgr, webhooks.Options{Namespace: InstallNamespace, ClaimGrace: ClaimGrace, SweepGrace: SweepGrace, SweepEvery: SweepEvery, AuditInterval: AuditInterval}); err != nil {
+	if err := webhooks.Setup(mctx, mgr, webhooks.Options{Namespace: InstallNamespace, ClaimGrace: ClaimGrace, SweepGrace: SweepGrace, SweepEvery: SweepEvery, AuditInterval: AuditInterval, NoAudit: o.noAudit}); err != nil {
 		cancel()
 		return fmt.Errorf("set up webhooks: %w", err)
 	}
