@@ -120,6 +120,7 @@ bench: envtest-bins test-deps
 	$(GO) test ./webhooks/mutate -run '^$$' -bench BenchmarkMutateShortcuts -benchmem -count 5
 	$(GO) test ./test/bench/admission -run '^$$' -bench BenchmarkWebhookCalls -benchmem -benchtime 1000x -count 5
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) test ./test/bench/admission -run '^$$' -bench BenchmarkAdmission -benchtime 1x
+	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" KUBEVIRT_ADMISSION="$$(hack/kubevirt-admission.sh)" $(GO) test ./test/bench/audit -run '^$$' -bench BenchmarkPolicyAudit -benchtime 1x -timeout 30m
 	$(GO) test ./test/bench/admission -run '^$$' -bench BenchmarkWebhookServer -benchtime 1x -rates 100,200,300,400,600,800,1000
 	$(GO) test ./bridge/vnc -run '^$$' -bench BenchmarkAdaptiveVNC -count 3
 	$(GO) test ./test/bench/relay -run '^$$' -bench BenchmarkVNCRelay -benchtime 1x
