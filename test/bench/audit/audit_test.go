@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -61,8 +62,12 @@ type pass struct {
 	// HeapAfter is HeapInuse after the pass and a GC; Retained is that
 	// minus HeapInuse after a GC before it (what the Auditor keeps).
 	HeapAfter, Retained int64
-	// Writes are the PolicyReport writes the API server counted.
-	Writes float64
+	// CPU is this process's CPU time meanwhile (user and system).
+	CPU time.Duration
+	// Writes are the PolicyReport writes the API server counted, and
+	// WriteTime the time it spent on them.
+	Writes    float64
+	WriteTime time.Duration
 	// Evaluated are the VMs whose policies the audit evaluated.
 	Evaluated float64
 }
@@ -166,7 +171,7 @@ func BenchmarkPolicyAudit(b *testing.B) {
 	if err := cache.List(ctx, &vms, managed); err != nil {
 		b.Fatal(err)
 	}
-	peer, err := measurePeer(ctx, vmHandler(mgr, engine, modes, snaps), vms.Items)
+	peer, err := measurePeer(ctx, vmHandler(mgr, engine, modes, snaps), vms.Items, func() time.Duration { return processCPU(b) })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -177,13 +182,17 @@ func BenchmarkPolicyAudit(b *testing.B) {
 	}
 
 	b.ReportMetric(full.Wall.Seconds(), "pass_s")
+	b.ReportMetric(full.CPU.Seconds(), "pass_cpu_s")
+	b.ReportMetric(full.WriteTime.Seconds(), "pass_write_apiserver_s")
 	b.ReportMetric(float64(full.Alloc)/1e6, "pass_alloc_MB")
 	b.ReportMetric(float64(full.HeapAfter)/1e6, "heap_after_MB")
 	b.ReportMetric(float64(full.Retained)/1e6, "retained_MB")
 	b.ReportMetric(full.Writes, "pass_writes")
 	b.ReportMetric(resync.Wall.Seconds(), "resync_s")
 	b.ReportMetric(resync.Writes, "resync_writes")
+	b.ReportMetric(resync.CPU.Seconds(), "resync_cpu_s")
 	b.ReportMetric(peer.Handler.Seconds(), fmt.Sprintf("webhook_x%d_s", w.vms))
+	b.ReportMetric(peer.HandlerCPU.Seconds(), fmt.Sprintf("webhook_x%d_cpu_s", w.vms))
 	b.ReportMetric(peer.Evaluate.Seconds(), fmt.Sprintf("eval_x%d_s", w.vms))
 	b.ReportMetric(full.Wall.Seconds()/peer.Handler.Seconds(), "pass/webhook")
 	b.ReportMetric(full.Wall.Seconds()/peer.Evaluate.Seconds(), "pass/eval")
@@ -194,11 +203,11 @@ func BenchmarkPolicyAudit(b *testing.B) {
 	lines := []string{
 		fmt.Sprintf("policy audit of %d managed VMs in %d namespaces (%d violate mount-path in dryrun mode), %d rules",
 			w.vms, w.namespaces, w.violatingVMs(), len(engine.Rules())),
-		fmt.Sprintf("  full pass (fresh Auditor)      %s  %d evaluated, %.0f report writes, %.1f MB allocated, heap after %.1f MB (%.1f MB retained)",
-			per(full.Wall), int(full.Evaluated), full.Writes, float64(full.Alloc)/1e6, float64(full.HeapAfter)/1e6, float64(full.Retained)/1e6),
-		fmt.Sprintf("  resync, nothing changed        %s  %d evaluated, %.0f report writes, %.1f MB allocated",
-			per(resync.Wall), int(resync.Evaluated), resync.Writes, float64(resync.Alloc)/1e6),
-		fmt.Sprintf("  peer: VMHandler.Handle × %d  %s", w.vms, per(peer.Handler)),
+		fmt.Sprintf("  full pass (fresh Auditor)      %s  CPU %.2f s; %d evaluated, %.0f report writes (%.2f s in the API server), %.1f MB allocated, heap after %.1f MB (%.1f MB retained)",
+			per(full.Wall), full.CPU.Seconds(), int(full.Evaluated), full.Writes, full.WriteTime.Seconds(), float64(full.Alloc)/1e6, float64(full.HeapAfter)/1e6, float64(full.Retained)/1e6),
+		fmt.Sprintf("  resync, nothing changed        %s  CPU %.2f s; %d evaluated, %.0f report writes, %.1f MB allocated",
+			per(resync.Wall), resync.CPU.Seconds(), int(resync.Evaluated), resync.Writes, float64(resync.Alloc)/1e6),
+		fmt.Sprintf("  peer: VMHandler.Handle × %d  %s  CPU %.2f s", w.vms, per(peer.Handler), peer.HandlerCPU.Seconds()),
 		fmt.Sprintf("  peer: EvaluateRequest × %d   %s", w.vms, per(peer.Evaluate)),
 		fmt.Sprintf("  ratios: pass/webhook %.2f  pass/eval %.2f  resync/webhook %.2f",
 			full.Wall.Seconds()/peer.Handler.Seconds(), full.Wall.Seconds()/peer.Evaluate.Seconds(), resync.Wall.Seconds()/peer.Handler.Seconds()),
@@ -220,13 +229,14 @@ func runPass(ctx context.Context, b *testing.B, a *audit.Auditor, cs kubernetes.
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
+	cpu := processCPU(b)
 	start := time.Now()
 	for _, ns := range namespaces {
 		if _, err := a.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: ns}}); err != nil {
 			b.Fatalf("audit namespace %s: %v", ns, err)
 		}
 	}
-	p := pass{Wall: time.Since(start)}
+	p := pass{Wall: time.Since(start), CPU: processCPU(b) - cpu}
 	runtime.ReadMemStats(&after)
 	p.Alloc = after.TotalAlloc - before.TotalAlloc
 	runtime.GC()
@@ -236,9 +246,20 @@ func runPass(ctx context.Context, b *testing.B, a *audit.Auditor, cs kubernetes.
 	if err != nil {
 		b.Fatal(err)
 	}
-	p.Writes = writesAfter - writesBefore
+	p.Writes = writesAfter.Count - writesBefore.Count
+	p.WriteTime = time.Duration((writesAfter.Seconds - writesBefore.Seconds) * float64(time.Second))
 	p.Evaluated = evaluatedTotal(b) - evaluatedBefore
 	return p
+}
+
+// processCPU is the CPU time this process has used (user and system).
+func processCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // startProfile starts a CPU profile into path (none when path is empty)

@@ -11,35 +11,50 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// reportWrites is how many writes (POST, PUT, PATCH, APPLY, DELETE,
-// DELETECOLLECTION) the API server has counted on wgpolicyk8s.io
-// policyreports, from apiserver_request_total on its /metrics.
-func reportWrites(ctx context.Context, cs kubernetes.Interface) (float64, error) {
+// writeStats are the API server's counters of writes (POST, PUT, PATCH,
+// APPLY, DELETE, DELETECOLLECTION) on wgpolicyk8s.io policyreports.
+type writeStats struct {
+	// Count is apiserver_request_total.
+	Count float64
+	// Seconds is apiserver_request_duration_seconds_sum: time the API
+	// server spent on them.
+	Seconds float64
+}
+
+// reportWrites reads writeStats from the API server's /metrics.
+func reportWrites(ctx context.Context, cs kubernetes.Interface) (writeStats, error) {
+	var n writeStats
 	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("read API server metrics: %w", err)
+		return n, fmt.Errorf("read API server metrics: %w", err)
 	}
-	var n float64
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
+		name, _, _ := strings.Cut(line, "{")
+		var field *float64
+		switch name {
+		case "apiserver_request_total":
+			field = &n.Count
+		case "apiserver_request_duration_seconds_sum":
+			field = &n.Seconds
+		default:
 			continue
 		}
 		end := strings.LastIndexByte(line, '}')
 		if end < 0 {
 			continue
 		}
-		labels := parseLabels(line[len("apiserver_request_total{"):end])
+		labels := parseLabels(line[len(name)+1 : end])
 		if labels["group"] != "wgpolicyk8s.io" || labels["resource"] != "policyreports" || !isWrite(labels["verb"]) {
 			continue
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
 		if err != nil {
-			return 0, fmt.Errorf("parse %q: %w", line, err)
+			return n, fmt.Errorf("parse %q: %w", line, err)
 		}
-		n += v
+		*field += v
 	}
 	return n, sc.Err()
 }

@@ -27,6 +27,8 @@ type peerCost struct {
 	// Handler is VMHandler.Handle summed over the VMs: decode, disk
 	// snapshot from the cache, evaluation, modes (no claim: DryRun).
 	Handler time.Duration
+	// HandlerCPU is this process's CPU time over the handler's loop.
+	HandlerCPU time.Duration
 	// Evaluate is Engine.EvaluateRequest alone summed over the VMs, on the
 	// same requests and disk states.
 	Evaluate time.Duration
@@ -59,7 +61,7 @@ func updateOntoItself(vm *kubevirtv1.VirtualMachine, raw []byte) admission.Reque
 // measurePeer runs the handler, then the evaluation alone, once on each VM,
 // one after the other as the audit evaluates them; it fails when the
 // webhook would not admit a VM the audit reports on.
-func measurePeer(ctx context.Context, h *validate.VMHandler, vms []kubevirtv1.VirtualMachine) (peerCost, error) {
+func measurePeer(ctx context.Context, h *validate.VMHandler, vms []kubevirtv1.VirtualMachine, cpu func() time.Duration) (peerCost, error) {
 	var cost peerCost
 	raws := make([][]byte, len(vms))
 	for i := range vms {
@@ -69,6 +71,7 @@ func measurePeer(ctx context.Context, h *validate.VMHandler, vms []kubevirtv1.Vi
 		}
 		raws[i] = raw
 	}
+	cpuBefore := cpu()
 	for i := range vms {
 		req := updateOntoItself(&vms[i], raws[i])
 		start := time.Now()
@@ -78,6 +81,7 @@ func measurePeer(ctx context.Context, h *validate.VMHandler, vms []kubevirtv1.Vi
 			return cost, fmt.Errorf("the webhook denies an UPDATE of VM %s/%s onto itself: %v", vms[i].Namespace, vms[i].Name, resp.Result)
 		}
 	}
+	cost.HandlerCPU = cpu() - cpuBefore
 	now := time.Now()
 	for i := range vms {
 		vm := &vms[i]
