@@ -126,9 +126,10 @@ func auditedVMs(cluster []Object, verdicts []Verdict, ns string) []auditedVM {
 	return out
 }
 
-// auditVM evaluates one VM as the webhook's audit does and returns its
-// result for each rule; an evaluation past the deadline is an error result
-// for every rule, with the webhook's deadline denial as the message.
+// auditVM evaluates one VM as the webhook's audit does (webhooks/audit
+// AuditRequest and evaluateVM) and returns its result for each rule; an
+// evaluation that fails (past the deadline: with the webhook's deadline
+// denial as the message) is an error result for every rule.
 func auditVM(ctx context.Context, engine *validate.Engine, w *diskWorld, vm auditedVM, rules []string, modes validate.Modes) ([]policyreport.Result, error) {
 	raw, err := json.Marshal(vm.object)
 	if err != nil {
@@ -147,18 +148,17 @@ func auditVM(ctx context.Context, engine *validate.Engine, w *diskWorld, vm audi
 	if err != nil {
 		return nil, err
 	}
-	input, err := r.Input(states)
-	if err != nil {
-		return nil, err
-	}
 	ref := policyreport.VMRef(vm.namespace, vm.name, vm.uid)
-	d, err := engine.Evaluate(ctx, input)
+	d, err := engine.EvaluateRequest(ctx, r, states)
 	var late *validate.DeadlineError
-	if errors.As(err, &late) {
+	switch {
+	case errors.As(err, &late):
 		return policyreport.ErrorResults(ref, rules, late.Denial(), modes, late.Revision), nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("evaluate policies: %w", err)
+	case err != nil && ctx.Err() == nil:
+		// As the webhook's audit reports it (webhooks/audit).
+		return policyreport.ErrorResults(ref, rules, "the policies could not be evaluated: "+err.Error(), modes, engine.Revision()), nil
+	case err != nil:
+		return nil, err
 	}
 	return policyreport.VMResults(ref, rules, d, modes), nil
 }
