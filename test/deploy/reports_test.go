@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 )
 
@@ -171,16 +170,32 @@ func TestReportCRDWhenMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-	t.Cleanup(func() { // back to the CRDs every test of the package starts with
-		if _, err := crenvtest.InstallCRDs(cfg, crenvtest.CRDInstallOptions{
-			Paths: []string{filepath.Join(repoRoot(t), "internal", "testenv", "crds")}, ErrorIfPathMissing: true,
-		}); err != nil {
-			t.Errorf("reinstall the test CRDs: %v", err)
+	original, err := crds.Get(context.Background(), openReportCRD, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // back to the CRD the package's tests started with
+		ctx, cancel := context.WithTimeout(context.Background(), dryRunTimeout)
+		defer cancel()
+		setCRD(ctx, t, crds, nil)
+		if original != nil {
+			restored := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": original.GetAPIVersion(), "kind": original.GetKind(), "spec": original.Object["spec"],
+				"metadata": map[string]any{"name": original.GetName(), "annotations": original.GetAnnotations(), "labels": original.GetLabels()},
+			}}
+			if _, err := crds.Create(ctx, restored, metav1.CreateOptions{}); err != nil {
+				t.Errorf("restore %s: %v", openReportCRD, err)
+			}
 		}
 	})
+	// What Helm writes on the objects of a release it installed.
+	byThisRelease := map[string]string{
+		"meta.helm.sh/release-name": releaseName, "meta.helm.sh/release-namespace": releaseNamespace,
+		"app.kubernetes.io/managed-by": "Helm",
+	}
 	cases := []struct {
 		name        string
-		annotations map[string]string // of the CRD in the cluster; nil: no CRD
+		annotations map[string]string // of the CRD in the cluster (app.kubernetes.io/managed-by is a label); nil: no CRD
 		want        bool
 	}{
 		{name: "no CRD: installed", want: true},
@@ -191,9 +206,7 @@ func TestReportCRDWhenMissing(t *testing.T) {
 		{name: "same release name in another namespace: left alone", annotations: map[string]string{
 			"meta.helm.sh/release-name": releaseName, "meta.helm.sh/release-namespace": "elsewhere",
 		}},
-		{name: "installed by this release: kept", annotations: map[string]string{
-			"meta.helm.sh/release-name": releaseName, "meta.helm.sh/release-namespace": releaseNamespace,
-		}, want: true},
+		{name: "installed by this release: kept", annotations: byThisRelease, want: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -219,7 +232,8 @@ func TestReportCRDWhenMissing(t *testing.T) {
 }
 
 // setCRD makes the cluster's reports.openreports.io the upstream CRD with
-// these annotations, or removes it when annotations is nil.
+// these annotations (app.kubernetes.io/managed-by as a label), or removes
+// it when annotations is nil.
 func setCRD(ctx context.Context, t *testing.T, crds dynamic.NamespaceableResourceInterface, annotations map[string]string) {
 	t.Helper()
 	if annotations == nil {
@@ -243,13 +257,23 @@ func setCRD(ctx context.Context, t *testing.T, crds dynamic.NamespaceableResourc
 	if err := yaml.Unmarshal(b, &u.Object); err != nil {
 		t.Fatal(err)
 	}
+	ann, labels := map[string]string{}, map[string]string{}
+	for k, v := range annotations {
+		if k == "app.kubernetes.io/managed-by" {
+			labels[k] = v
+		} else {
+			ann[k] = v
+		}
+	}
 	existing, err := crds.Get(ctx, openReportCRD, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		u.SetAnnotations(annotations)
+		u.SetAnnotations(ann)
+		u.SetLabels(labels)
 		_, err = crds.Create(ctx, u, metav1.CreateOptions{})
 	case err == nil:
-		existing.SetAnnotations(annotations)
+		existing.SetAnnotations(ann)
+		existing.SetLabels(labels)
 		_, err = crds.Update(ctx, existing, metav1.UpdateOptions{})
 	}
 	if err != nil {
