@@ -111,6 +111,11 @@ func render(ctx context.Context, opts Options) ([]Verdict, *diskWorld, error) {
 	if grace <= 0 {
 		grace = claims.DefaultGrace
 	}
+	// The enforcement modes, as the webhook's loader reads them.
+	modes, err := auditModes(append(append([]Object(nil), opts.Cluster...), opts.Manifests...), ns)
+	if err != nil {
+		return nil, nil, err
+	}
 	// One view of the data disks for the mutation and the policies, as the
 	// webhooks share one cache.
 	lookup := disks.NewStatic()
@@ -253,7 +258,7 @@ func render(ctx context.Context, opts Options) ([]Verdict, *diskWorld, error) {
 			if in.OldVM != nil {
 				old = findObject(opts.Cluster, key, ns)
 			}
-			denied, warnings, err := evaluate(ctx, opts.Policies, world, string(in.Operation), vm.Namespace, v.Name, res.Object, old)
+			denied, warnings, err := evaluate(ctx, opts.Policies, modes, world, string(in.Operation), vm.Namespace, v.Name, res.Object, old)
 			if err != nil {
 				return nil, nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
 			}

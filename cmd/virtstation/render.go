@@ -146,7 +146,8 @@ func renderOptions(ctx context.Context, a renderArgs, stdin io.Reader) (render.O
 		}
 	}
 	if !a.noPolicies {
-		if opts.Policies, err = loadEngine(ctx, a.policyDir); err != nil {
+		cms := policyConfigMaps(append(append([]render.Object(nil), opts.Cluster...), opts.Manifests...))
+		if opts.Policies, err = loadEngine(ctx, a.policyDir, cms...); err != nil {
 			return opts, err
 		}
 	}

@@ -30,12 +30,15 @@ func TestRenderReport(t *testing.T) {
 		"report-fixed-by-manifests": {args: []string{"--report", "--objects", "report-objects.yaml", "-f", "report-fix.yaml"}, wantCode: exitOK},
 		// An operator policy's rules get results too.
 		"report-operator-policy": {args: []string{"--report", "--objects", "vm.yaml", "--policy", "policies-ok"}, wantCode: exitOK},
-		"report-none-managed":    {args: []string{"--report", "--objects", "claimed.yaml", "-o", "json"}, wantCode: exitOK},
-		"report-bad-modes":       {args: []string{"--report", "--objects", "report-bad-modes.yaml"}, wantCode: exitBadInput},
-		"report-no-objects":      {args: []string{"--report"}, wantCode: exitBadInput},
-		"report-no-policies":     {args: []string{"--report", "--objects", "vm.yaml", "--no-policies"}, wantCode: exitBadInput},
-		"report-api-unknown":     {args: []string{"--report", "--objects", "vm.yaml", "--report-api", "wgpolicyk8s.io/v1beta1"}, wantCode: exitBadInput},
-		"report-api-alone":       {args: []string{"-f", "vm.yaml", "--report-api", "openreports.io/v1alpha1"}, wantCode: exitBadInput},
+		// Policy ConfigMaps among the objects load as the webhook's loader
+		// loads them; the manifest is admitted in dryrun mode and fails.
+		"report-policy-configmaps": {args: []string{"--report", "--objects", "report-policy-configmaps.yaml", "-f", "vm.yaml"}, wantCode: exitDenied},
+		"report-none-managed":      {args: []string{"--report", "--objects", "claimed.yaml", "-o", "json"}, wantCode: exitOK},
+		"report-bad-modes":         {args: []string{"--report", "--objects", "report-bad-modes.yaml"}, wantCode: exitBadInput},
+		"report-no-objects":        {args: []string{"--report"}, wantCode: exitBadInput},
+		"report-no-policies":       {args: []string{"--report", "--objects", "vm.yaml", "--no-policies"}, wantCode: exitBadInput},
+		"report-api-unknown":       {args: []string{"--report", "--objects", "vm.yaml", "--report-api", "wgpolicyk8s.io/v1beta1"}, wantCode: exitBadInput},
+		"report-api-alone":         {args: []string{"-f", "vm.yaml", "--report-api", "openreports.io/v1alpha1"}, wantCode: exitBadInput},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
