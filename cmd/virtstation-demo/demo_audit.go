@@ -41,7 +41,7 @@ func showAudit(ctx context.Context, env *testenv.Env, out io.Writer) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the policy audit did not report rule %s in namespace %s within %s (last error: %v)", demoAuditRule, demoNamespace, demoAuditWait, err)
+			return fmt.Errorf("the policy audit did not report rule %s in namespace %s within %s (last error: %w)", demoAuditRule, demoNamespace, demoAuditWait, err)
 		}
 		select {
 		case <-ctx.Done():
