@@ -41,7 +41,10 @@ func showAudit(ctx context.Context, env *testenv.Env, out io.Writer) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the policy audit did not report rule %s in namespace %s within %s (last error: %w)", demoAuditRule, demoNamespace, demoAuditWait, err)
+			if err != nil {
+				return fmt.Errorf("the policy audit did not report rule %s in namespace %s within %s: %w", demoAuditRule, demoNamespace, demoAuditWait, err)
+			}
+			return fmt.Errorf("the policy audit did not report rule %s in namespace %s within %s", demoAuditRule, demoNamespace, demoAuditWait)
 		}
 		select {
 		case <-ctx.Done():
