@@ -28,12 +28,15 @@ HELM := $(BIN)/helm
 $(HELM): hack/tools/go.mod hack/tools/go.sum hack/build-helm.sh
 	hack/build-helm.sh $@
 
-## chart-lint: helm lint --strict and helm template, with and without cert-manager.
+## chart-lint: helm lint --strict and helm template, with and without
+## cert-manager, with policy reports off and with openreports.io Reports on.
 chart-lint: $(HELM)
 	$(HELM) lint --strict charts/virtstation
 	$(HELM) lint --strict charts/virtstation --set certManager.enabled=false
 	$(HELM) template virtstation charts/virtstation -n virtstation-system >/dev/null
 	$(HELM) template virtstation charts/virtstation -n virtstation-system --set certManager.enabled=false >/dev/null
+	$(HELM) template virtstation charts/virtstation -n virtstation-system --set audit.policyReports.enabled=false >/dev/null
+	$(HELM) template virtstation charts/virtstation -n virtstation-system --set audit.openReports.enabled=true >/dev/null
 
 $(OPA): hack/tools/go.mod hack/tools/go.sum
 	$(GO) build -modfile=hack/tools/go.mod -o $@ github.com/open-policy-agent/opa

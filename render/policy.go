@@ -146,8 +146,10 @@ func (w *diskWorld) claim(ctx context.Context, ns, vm string, targets []validate
 	return nil
 }
 
-// evaluate runs the policies on an admitted VM object.
-func evaluate(ctx context.Context, engine *validate.Engine, w *diskWorld, op, ns, name string, object, oldObject Object) (field.ErrorList, []string, error) {
+// evaluate runs the policies on an admitted VM object, and enforces their
+// verdict under modes as the webhook does: a rule in warn mode warns, one in
+// dryrun mode admits.
+func evaluate(ctx context.Context, engine *validate.Engine, modes validate.Modes, w *diskWorld, op, ns, name string, object, oldObject Object) (field.ErrorList, []string, error) {
 	raw, err := json.Marshal(object)
 	if err != nil {
 		return nil, nil, err
@@ -187,7 +189,8 @@ func evaluate(ctx context.Context, engine *validate.Engine, w *diskWorld, op, ns
 	if err != nil {
 		return nil, nil, fmt.Errorf("evaluate policies: %w", err)
 	}
-	denied, warnings := validate.ViolationErrors(d.Deny), validate.ViolationWarnings(d.Warn)
+	deny, warn, _ := modes.Apply(d)
+	denied, warnings := validate.ViolationErrors(deny), validate.ViolationWarnings(warn)
 	if len(denied) == 0 {
 		if err := w.claim(ctx, ns, name, targets, lapsed); err != nil {
 			return nil, nil, err

@@ -93,6 +93,13 @@ type Verdict struct {
 // Render admits each manifest in order, as the API server would with the
 // webhooks installed: later manifests see the VMs rendered before them.
 func Render(ctx context.Context, opts Options) ([]Verdict, error) {
+	out, _, err := render(ctx, opts)
+	return out, err
+}
+
+// render is Render, also returning the disk world the admissions left
+// (claims written), which Audit evaluates the resulting VMs in.
+func render(ctx context.Context, opts Options) ([]Verdict, *diskWorld, error) {
 	ns := opts.Namespace
 	if ns == "" {
 		ns = "default"
@@ -103,6 +110,11 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 	}
 	if grace <= 0 {
 		grace = claims.DefaultGrace
+	}
+	// The enforcement modes, as the webhook's loader reads them.
+	modes, err := auditModes(append(append([]Object(nil), opts.Cluster...), opts.Manifests...), ns)
+	if err != nil {
+		return nil, nil, err
 	}
 	// One view of the data disks for the mutation and the policies, as the
 	// webhooks share one cache.
@@ -120,7 +132,7 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 	}
 	for i, obj := range opts.Cluster {
 		if err := world.add(obj, ns); err != nil {
-			return nil, fmt.Errorf("cluster object %d: %w", i+1, err)
+			return nil, nil, fmt.Errorf("cluster object %d: %w", i+1, err)
 		}
 	}
 	for i, obj := range opts.Manifests {
@@ -128,7 +140,7 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 			continue
 		}
 		if err := world.add(obj, ns); err != nil {
-			return nil, fmt.Errorf("manifest %d: %w", i+1, err)
+			return nil, nil, fmt.Errorf("manifest %d: %w", i+1, err)
 		}
 	}
 	static := mutate.NewStaticCluster(nil)
@@ -139,7 +151,7 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 	// when applied together (data disks did, through world.add).
 	for i, obj := range append(append([]Object(nil), opts.Cluster...), opts.Manifests...) {
 		if err := addState(static, obj, ns); err != nil {
-			return nil, fmt.Errorf("object %d: %w", i+1, err)
+			return nil, nil, fmt.Errorf("object %d: %w", i+1, err)
 		}
 	}
 	for i, obj := range opts.Cluster {
@@ -151,7 +163,7 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 			err = errors.New("VirtualMachine has no metadata.name: objects in the cluster have one")
 		}
 		if err != nil {
-			return nil, fmt.Errorf("cluster object %d: %w", i+1, err)
+			return nil, nil, fmt.Errorf("cluster object %d: %w", i+1, err)
 		}
 		add(vm)
 	}
@@ -164,7 +176,7 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 		}
 		vm, err := typedVM(obj, ns)
 		if err != nil {
-			return nil, fmt.Errorf("manifest %d: %w", i+1, err)
+			return nil, nil, fmt.Errorf("manifest %d: %w", i+1, err)
 		}
 		// generated is the name the API server gives a generateName VM
 		// after the mutating webhooks, "" for a named VM.
@@ -172,13 +184,13 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 		if vm.Name == "" {
 			switch {
 			case vm.GenerateName == "":
-				return nil, fmt.Errorf("manifest %d: VirtualMachine has no metadata.name or generateName", i+1)
+				return nil, nil, fmt.Errorf("manifest %d: VirtualMachine has no metadata.name or generateName", i+1)
 			case opts.GenerateNameSuffix == "":
-				return nil, fmt.Errorf("manifest %d: VirtualMachine has metadata.generateName %q and no name: pass --generate-name-suffix SUFFIX to preview it named %s<SUFFIX>, as the API server names it with 5 random characters", i+1, vm.GenerateName, GeneratedName(vm.GenerateName, ""))
+				return nil, nil, fmt.Errorf("manifest %d: VirtualMachine has metadata.generateName %q and no name: pass --generate-name-suffix SUFFIX to preview it named %s<SUFFIX>, as the API server names it with 5 random characters", i+1, vm.GenerateName, GeneratedName(vm.GenerateName, ""))
 			}
 			generated = GeneratedName(vm.GenerateName, opts.GenerateNameSuffix)
 			if errs := validation.IsDNS1123Subdomain(generated); len(errs) > 0 {
-				return nil, fmt.Errorf("manifest %d: generated name %q: %s", i+1, generated, strings.Join(errs, "; "))
+				return nil, nil, fmt.Errorf("manifest %d: generated name %q: %s", i+1, generated, strings.Join(errs, "; "))
 			}
 		}
 		v := Verdict{Object: obj, Namespace: vm.Namespace, Name: cmp.Or(vm.Name, generated)}
@@ -195,7 +207,7 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 			if opts.Policies != nil {
 				denied, err := checkUnmanaged(ctx, world, obj, findObject(opts.Cluster, key, ns), vm.Namespace, vm.Name)
 				if err != nil {
-					return nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
+					return nil, nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
 				}
 				if len(denied) > 0 {
 					v.Denied, v.Object = denied, nil
@@ -221,7 +233,7 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 		}
 		res, err := mutate.Mutate(ctx, in, static.WithVMs(vms))
 		if err != nil {
-			return nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
+			return nil, nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
 		}
 		v.Warnings, v.Denied = res.Warnings, res.Denied
 		if len(res.Denied) > 0 {
@@ -230,7 +242,7 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 			continue
 		}
 		if denied, err := secretVerdict(ctx, static, in, res.Secrets, existing); err != nil {
-			return nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
+			return nil, nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
 		} else if len(denied) > 0 {
 			v.Denied, v.Object = denied, nil
 			out = append(out, v)
@@ -246,9 +258,9 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 			if in.OldVM != nil {
 				old = findObject(opts.Cluster, key, ns)
 			}
-			denied, warnings, err := evaluate(ctx, opts.Policies, world, string(in.Operation), vm.Namespace, v.Name, res.Object, old)
+			denied, warnings, err := evaluate(ctx, opts.Policies, modes, world, string(in.Operation), vm.Namespace, v.Name, res.Object, old)
 			if err != nil {
-				return nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
+				return nil, nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
 			}
 			v.Warnings = append(v.Warnings, warnings...)
 			if len(denied) > 0 {
@@ -260,18 +272,18 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 		for _, w := range res.Secrets {
 			sec, err := toObject(readableSecret(w.Secret))
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			v.Secrets = append(v.Secrets, sec)
 		}
 		admitted, err := typedVM(res.Object, vm.Namespace)
 		if err != nil {
-			return nil, fmt.Errorf("manifest %d (%s): re-read mutated object: %w", i+1, key, err)
+			return nil, nil, fmt.Errorf("manifest %d (%s): re-read mutated object: %w", i+1, key, err)
 		}
 		add(admitted)
 		out = append(out, v)
 	}
-	return out, nil
+	return out, world, nil
 }
 
 // secretVerdict is the webhook's verdict on writing the Secrets an

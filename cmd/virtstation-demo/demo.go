@@ -105,6 +105,10 @@ func runDemo(ctx context.Context, args []string, s streams) int {
 		fmt.Fprintf(s.err, "demo: %v\n", err)
 		return exitFailure
 	}
+	if err := showAudit(ctx, env, s.out); err != nil {
+		fmt.Fprintf(s.err, "demo: %v\n", err)
+		return exitFailure
+	}
 	stopBridge, err := demoBridge(ctx, env, *bridgeAddr, files, g, s.out)
 	if err != nil {
 		fmt.Fprintf(s.err, "demo: bridge: %v\n", err)

@@ -179,6 +179,26 @@ func testDemo(t *testing.T, g demoGuestCase) {
 		}
 	}
 
+	t.Run("the policy audit flags ml-dave alone", func(t *testing.T) {
+		_, report, ok := strings.Cut(shown, "Policy audit: PolicyReport workstations/virtstation-policy")
+		if !ok {
+			t.Fatalf("demo output shows no policy report:\n%s", shown)
+		}
+		report, _, _ = strings.Cut(report, "\n\n")
+		var flagged []string
+		for _, line := range strings.Split(report, "\n") {
+			if f := strings.Fields(line); len(f) > 4 && f[1] == demoAuditRule {
+				flagged = append(flagged, strings.Join(f[:4], " "))
+			}
+		}
+		if want := "ml-dave gpu-cost-center fail dryrun"; len(flagged) != 1 || flagged[0] != want {
+			t.Errorf("the report flags %q, want only %q:\n%s", flagged, want, report)
+		}
+		if !strings.Contains(report, "VM ml-dave has a GPU but names no cost center") {
+			t.Errorf("the report lacks the webhook's message:\n%s", report)
+		}
+	})
+
 	kubeconfig := filepath.Join(dir, "alice.kubeconfig")
 	t.Run("printed commands name the written files", func(t *testing.T) {
 		for _, want := range []string{

@@ -9,8 +9,32 @@ import (
 	"sort"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/render"
 	"github.com/virtstation/virtstation/webhooks/validate"
 )
+
+// policyConfigMaps are the ConfigMaps among objs labelled as policy
+// modules (virtstation.io/policy=true), in any namespace: offline there is
+// no install namespace to restrict them to.
+func policyConfigMaps(objs []render.Object) []corev1.ConfigMap {
+	var out []corev1.ConfigMap
+	for _, o := range objs {
+		u := &unstructured.Unstructured{Object: o}
+		if u.GetAPIVersion() != "v1" || u.GetKind() != "ConfigMap" || u.GetLabels()[api.LabelPolicy] != api.LabelTrue {
+			continue
+		}
+		var cm corev1.ConfigMap
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(o, &cm) == nil {
+			out = append(out, cm)
+		}
+	}
+	return out
+}
 
 // offlineEvalTimeout bounds one policy evaluation in the CLI.
 const offlineEvalTimeout = 5 * time.Second
@@ -72,14 +96,17 @@ func readModules(dir string) ([]validate.Module, error) {
 	return out, nil
 }
 
-// loadEngine prepares the shipped policies plus those in dir (if any).
-func loadEngine(ctx context.Context, dir string) (*validate.Engine, error) {
-	var extra []validate.Module
+// loadEngine prepares the shipped policies plus those of the policy
+// ConfigMaps cms (as the webhook's loader merges them), then those in dir
+// (if any), which win over both.
+func loadEngine(ctx context.Context, dir string, cms ...corev1.ConfigMap) (*validate.Engine, error) {
+	extra, _ := validate.OperatorModules(cms)
 	if dir != "" {
-		var err error
-		if extra, err = readModules(dir); err != nil {
+		fromDir, err := readModules(dir)
+		if err != nil {
 			return nil, err
 		}
+		extra = validate.Merge(extra, fromDir)
 	}
 	e := validate.NewEngine(offlineEvalTimeout)
 	if _, err := e.Load(ctx, validate.Merge(validate.ShippedModules(), extra)); err != nil {

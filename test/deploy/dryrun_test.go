@@ -176,6 +176,7 @@ func TestServerSideDryRun(t *testing.T) {
 				"image.pullSecrets={regcred}",
 				"webhook.clientCA.enabled=true", "webhook.clientCA.secretName=webhook-client-ca",
 				"webhook.clientCA.allowedNames={kube-apiserver-webhook-client}",
+				openReportsOn, "audit.interval=30m",
 			)
 		},
 		"chart without cert-manager, bridge TLS from a Secret": func(t *testing.T) []*unstructured.Unstructured {
@@ -183,6 +184,9 @@ func TestServerSideDryRun(t *testing.T) {
 		},
 		"chart without the bridge or the example role": func(t *testing.T) []*unstructured.Unstructured {
 			return renderChart(t, "bridge.enabled=false", "workstationUserRole.create=false", "networkPolicy.enabled=true")
+		},
+		"chart with policy reports off": func(t *testing.T) []*unstructured.Unstructured {
+			return renderChart(t, "audit.policyReports.enabled=false")
 		},
 		"kustomize config/default":                    func(t *testing.T) []*unstructured.Unstructured { return renderKustomize(t, "config/default") },
 		"kustomize config/default, webhook-client-ca": renderClientCAOverlay,
@@ -308,7 +312,18 @@ func TestHelmInstallDryRunServer(t *testing.T) {
 				"https://localhost:8443/ui/namespaces/workstations/virtualmachines/dev-alice#token=$(kubectl -n workstations create token alice)",
 				"Metrics: the bridge serves /metrics on Service virtstation-bridge-metrics, port\n8080 (HTTPS)",
 				"--clusterrole=virtstation-bridge-metrics-reader --serviceaccount=<namespace>:<prometheus>",
+				"Policy audit: every 10m,",
+				"kubectl get policyreports -A -l app.kubernetes.io/managed-by=virtstation",
+				"keeps it\non uninstall (helm.sh/resource-policy: keep)",
 			},
+		},
+		"policy reports off": {
+			values: []string{"audit.policyReports.enabled=false"},
+			want:   []string{"Policy audit: reports are off (audit.policyReports.enabled=false)"},
+		},
+		"Reports too": {
+			values: []string{openReportsOn},
+			want:   []string{"kubectl get reports.openreports.io -A -l app.kubernetes.io/managed-by=virtstation"},
 		},
 		"self-managed certificates": {
 			values: []string{certManagerOff},

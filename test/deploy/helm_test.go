@@ -33,10 +33,13 @@ func TestHelmLint(t *testing.T) {
 // mistyped value instead of rendering without it.
 func TestValuesSchema(t *testing.T) {
 	cases := map[string]struct{ set, want string }{
-		"unknown field":     {"webhook.replica=3", "additional properties 'replica' not allowed"},
-		"bad duration":      {"webhook.claimGrace=2min", "claimGrace"},
-		"timeout too long":  {"webhook.timeoutSeconds=60", "timeoutSeconds"},
-		"unknown top level": {"certmanager.enabled=false", "additional properties 'certmanager' not allowed"},
+		"unknown field":           {"webhook.replica=3", "additional properties 'replica' not allowed"},
+		"bad duration":            {"webhook.claimGrace=2min", "claimGrace"},
+		"timeout too long":        {"webhook.timeoutSeconds=60", "timeoutSeconds"},
+		"unknown top level":       {"certmanager.enabled=false", "additional properties 'certmanager' not allowed"},
+		"bad audit interval":      {"audit.interval=10min", "interval"},
+		"unknown audit field":     {"audit.policyReports.enable=false", "additional properties 'enable' not allowed"},
+		"mistyped reports switch": {"audit.openReports.enabled=yes", "enabled"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

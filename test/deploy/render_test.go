@@ -35,6 +35,10 @@ const (
 // certificates.
 const certManagerOff = "certManager.enabled=false"
 
+// openReportsOn renders the chart writing openreports.io Reports besides
+// PolicyReports, as config/ grants.
+const openReportsOn = "audit.openReports.enabled=true"
+
 var (
 	rootOnce sync.Once
 	rootDir  string

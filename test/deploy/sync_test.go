@@ -16,9 +16,11 @@ import (
 // TestRBACInSync checks that the chart and config/ grant the same rules to
 // the same subjects: the chart with cert-manager against config/default,
 // and the chart without it against config/default plus
-// config/rbac/webhook_certs_role.yaml. Rules are compared one (group,
-// resource, verb, name) at a time, so grouping does not matter, only what
-// is granted.
+// config/rbac/webhook_certs_role.yaml. config/ grants the rules of both
+// report APIs unconditionally, the chart only those of the reports it is
+// told to write, so the chart is rendered with both on. Rules are compared
+// one (group, resource, verb, name) at a time, so grouping does not
+// matter, only what is granted.
 func TestRBACInSync(t *testing.T) {
 	config := renderKustomize(t, "config/default")
 	certs := readManifests(t, "config/rbac/webhook_certs_role.yaml")
@@ -26,10 +28,10 @@ func TestRBACInSync(t *testing.T) {
 		chart, config []*unstructured.Unstructured
 	}{
 		"certManager.enabled=true vs config/default": {
-			chart: renderChart(t), config: config,
+			chart: renderChart(t, openReportsOn), config: config,
 		},
 		"certManager.enabled=false vs config/default + config/rbac/webhook_certs_role.yaml": {
-			chart: renderChart(t, certManagerOff), config: append(slices.Clone(config), certs...),
+			chart: renderChart(t, certManagerOff, openReportsOn), config: append(slices.Clone(config), certs...),
 		},
 	}
 	for name, tc := range cases {
@@ -193,9 +195,16 @@ func equalJSON(a, b any) bool { return reflect.DeepEqual(a, b) }
 // objects as the chart with its default values: same kinds and names, and
 // the same content once labels and label selectors (which follow each
 // tool's conventions) are set aside. The Namespace is config/default's
-// own: Helm creates it with --create-namespace.
+// own: Helm creates it with --create-namespace. The PolicyReport CRD the
+// chart installs when the cluster has none is the chart's alone (config/
+// installs no CRDs), so the chart is rendered without it. config/ grants
+// the openreports.io rules even while --open-reports is off, so the
+// webhook's ClusterRole is the chart's with Reports on.
 func TestKustomizeMatchesChart(t *testing.T) {
-	chart := normalized(t, renderChart(t))
+	noCRD := "audit.policyReports.installCRD=false"
+	chart := normalized(t, renderChart(t, noCRD))
+	role := "ClusterRole virtstation-webhook"
+	chart[role] = normalized(t, renderChart(t, noCRD, openReportsOn, "audit.openReports.installCRD=false"))[role]
 	config := normalized(t, renderKustomize(t, "config/default"))
 	if _, ok := config["Namespace "+releaseNamespace]; !ok {
 		t.Errorf("config/default does not create namespace %s", releaseNamespace)

@@ -74,8 +74,9 @@ type namespaceState struct {
 	// loaded: results holds a previous audit's results (from this process,
 	// or read back from the reports after a restart).
 	loaded bool
-	// written are the reports last written, by kind and name.
-	written map[reportKey]policyreport.Report
+	// written are the resourceVersions of the reports as the audit last
+	// wrote (or found) them, by kind and name.
+	written map[reportKey]string
 }
 
 // Reconcile audits the namespace req.Name.
@@ -171,7 +172,7 @@ func (a *Auditor) state(ctx context.Context, ns string) (*namespaceState, error)
 	if ok {
 		return st, nil
 	}
-	st = &namespaceState{vms: map[string]judged{}, written: map[reportKey]policyreport.Report{}}
+	st = &namespaceState{vms: map[string]judged{}, written: map[reportKey]string{}}
 	for _, gvk := range a.Kinds {
 		existing, err := a.listReports(ctx, ns, gvk)
 		if err != nil {

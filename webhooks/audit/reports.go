@@ -61,23 +61,19 @@ func (a *Auditor) syncReports(ctx context.Context, ns string, st *namespaceState
 	return nil
 }
 
-// syncReport writes r as a report of kind gvk unless cached (the cache's
-// copy, nil when it has none) or the API server's copy already says it.
+// syncReport writes r as a report of kind gvk unless the stored report
+// already says it. cached is the cache's copy (nil when it has none); when
+// it is not the version the audit last wrote (the cache lags behind that
+// write, or someone else changed the report since), the API server's copy
+// is read instead, so a lagging cache costs a read, not a conflicting write.
 func (a *Auditor) syncReport(ctx context.Context, st *namespaceState, gvk schema.GroupVersionKind, r policyreport.Report, cached *unstructured.Unstructured) error {
 	key := reportKey{gvk, r.Name}
-	if cached != nil && says(cached, r) {
-		st.written[key] = r
-		return nil
-	}
 	current := cached
-	if last, ok := st.written[key]; ok && policyreport.Equal(last, r) {
-		// The cache may lag behind that write: ask the API server.
+	if rv, ok := st.written[key]; ok && (cached == nil || cached.GetResourceVersion() != rv) {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(gvk)
 		err := a.APIReader.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Name}, live)
 		switch {
-		case err == nil && says(live, r):
-			return nil
 		case err == nil:
 			current = live
 		case apierrors.IsNotFound(err):
@@ -85,6 +81,10 @@ func (a *Auditor) syncReport(ctx context.Context, st *namespaceState, gvk schema
 		default:
 			return fmt.Errorf("read %s %s/%s: %w", gvk.Kind, r.Namespace, r.Name, err)
 		}
+	}
+	if current != nil && says(current, r) {
+		st.written[key] = current.GetResourceVersion()
+		return nil
 	}
 	obj, err := policyreport.Object(r, gvk)
 	if err != nil {
@@ -103,7 +103,7 @@ func (a *Auditor) syncReport(ctx context.Context, st *namespaceState, gvk schema
 		}
 		a.metrics().wrote(gvk, "update")
 	}
-	st.written[key] = r
+	st.written[key] = obj.GetResourceVersion()
 	return nil
 }
 

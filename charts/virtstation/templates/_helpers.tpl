@@ -123,3 +123,26 @@ matchConditions:
     expression: >-
       request.operation != 'UPDATE' || object.spec != oldObject.spec || object.metadata.?labels.orValue({}).exists(k, k.startsWith('virtstation.io/') && (!(k in oldObject.metadata.?labels.orValue({})) || oldObject.metadata.labels[k] != object.metadata.labels[k])) || oldObject.metadata.?labels.orValue({}).exists(k, k.startsWith('virtstation.io/') && (!(k in object.metadata.?labels.orValue({})) || object.metadata.labels[k] != oldObject.metadata.labels[k])) || object.metadata.?annotations.orValue({}).exists(k, k.startsWith('virtstation.io/') && (!(k in oldObject.metadata.?annotations.orValue({})) || oldObject.metadata.annotations[k] != object.metadata.annotations[k])) || oldObject.metadata.?annotations.orValue({}).exists(k, k.startsWith('virtstation.io/') && (!(k in object.metadata.?annotations.orValue({})) || object.metadata.annotations[k] != oldObject.metadata.annotations[k]))
 {{- end }}
+
+{{/*
+A CRD the chart installs only when the cluster has none (audit reports):
+include with (list $ "files/crds/<file>.yaml"). Renders the upstream file
+when no CRD of that name exists, or when the one that exists belongs to
+this release (meta.helm.sh/release-name and -namespace), so an upgrade
+keeps the CRD the release installed. helm.sh/resource-policy: keep makes
+uninstall leave it, with every tool's reports in it. `helm template` and
+client-side dry runs have no cluster: lookup is empty and it renders.
+*/}}
+{{- define "virtstation.crdWhenMissing" -}}
+{{- $ := index . 0 }}
+{{- $crd := $.Files.Get (index . 1) | fromYaml }}
+{{- $existing := lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" $crd.metadata.name }}
+{{- $owner := dig "metadata" "annotations" "meta.helm.sh/release-name" "" $existing }}
+{{- $ownerNS := dig "metadata" "annotations" "meta.helm.sh/release-namespace" "" $existing }}
+{{- if or (not $existing) (and (eq $owner $.Release.Name) (eq $ownerNS $.Release.Namespace)) }}
+{{- $meta := $crd.metadata }}
+{{- $_ := set $meta "annotations" (merge (dict "helm.sh/resource-policy" "keep") (default (dict) $meta.annotations)) }}
+{{- $_ = set $meta "labels" (merge (include "virtstation.labels" $ | fromYaml) (default (dict) $meta.labels)) }}
+{{- toYaml $crd }}
+{{- end }}
+{{- end }}
