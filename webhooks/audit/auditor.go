@@ -90,12 +90,13 @@ func (a *Auditor) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 
 	ps := a.policyState()
 	var vms kubevirtv1.VirtualMachineList
-	if err := a.Reader.List(ctx, &vms, client.InNamespace(ns), client.MatchingLabels{api.LabelManaged: api.LabelTrue}); err != nil {
+	// The audit only reads the cached objects: no copies.
+	if err := a.Reader.List(ctx, &vms, client.InNamespace(ns), client.MatchingLabels{api.LabelManaged: api.LabelTrue}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list managed VMs: %w", err)
 	}
 	var vmis kubevirtv1.VirtualMachineInstanceList
 	if len(vms.Items) > 0 {
-		if err := a.Reader.List(ctx, &vmis, client.InNamespace(ns)); err != nil {
+		if err := a.Reader.List(ctx, &vmis, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 			return ctrl.Result{}, fmt.Errorf("list VMIs: %w", err)
 		}
 	}

@@ -21,6 +21,11 @@ type judged struct {
 	// key identifies the evaluation's input (see inputKey).
 	key     string
 	results []policyreport.Result
+	// rv is the VM's resourceVersion then, and disks the disks it names:
+	// a resync of an unchanged VM reads their state without decoding the
+	// VM again.
+	rv    string
+	disks []string
 }
 
 // policyState is the policy set and modes one audit runs under.
@@ -42,18 +47,27 @@ func AuditRequest(vmJSON []byte, namespace, name string) (validate.Request, erro
 // when its input changed since prev (the VM's last evaluation; the zero
 // value when there was none). vmis are the namespace's VMIs.
 func (a *Auditor) evaluateVM(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmis []kubevirtv1.VirtualMachineInstance, ps policyState, prev judged, now time.Time) (judged, bool, error) {
-	raw, err := json.Marshal(vm)
-	if err != nil {
-		return judged{}, false, fmt.Errorf("encode VM %s/%s: %w", vm.Namespace, vm.Name, err)
+	var r validate.Request
+	decoded := false
+	decode := func() error {
+		raw, err := json.Marshal(vm)
+		if err != nil {
+			return fmt.Errorf("encode VM %s/%s: %w", vm.Namespace, vm.Name, err)
+		}
+		r, err = AuditRequest(raw, vm.Namespace, vm.Name)
+		decoded = true
+		return err
 	}
-	r, err := AuditRequest(raw, vm.Namespace, vm.Name)
-	if err != nil {
-		return judged{}, false, err
-	}
-	targets := validate.ClaimTargets(r.DataDisks(), r.VolumeDisks())
-	names := make([]string, len(targets))
-	for i, t := range targets {
-		names[i] = t.Name
+	names := prev.disks
+	if prev.key == "" || prev.rv != vm.ResourceVersion {
+		if err := decode(); err != nil {
+			return judged{}, false, err
+		}
+		targets := validate.ClaimTargets(r.DataDisks(), r.VolumeDisks())
+		names = make([]string, len(targets))
+		for i, t := range targets {
+			names[i] = t.Name
+		}
 	}
 	self := types.NamespacedName{Namespace: vm.Namespace, Name: vm.Name}
 	snap, err := a.Snapshots.SnapshotAmong(ctx, vmis, vm.Namespace, self, names, false, now)
@@ -67,20 +81,28 @@ func (a *Auditor) evaluateVM(ctx context.Context, vm *kubevirtv1.VirtualMachine,
 	if key == prev.key {
 		return prev, false, nil
 	}
+	if !decoded {
+		if err := decode(); err != nil {
+			return judged{}, false, err
+		}
+	}
+	out := judged{key: key, rv: vm.ResourceVersion, disks: names}
 	ref := policyreport.VMRef(vm.Namespace, vm.Name, vm.UID)
 	d, err := a.Engine.EvaluateRequest(ctx, r, snap.States)
 	var late *validate.DeadlineError
 	switch {
 	case errors.As(err, &late):
-		return judged{key: key, results: policyreport.ErrorResults(ref, ps.rules, late.Denial(), ps.modes, ps.revision)}, true, nil
+		out.results = policyreport.ErrorResults(ref, ps.rules, late.Denial(), ps.modes, ps.revision)
 	case err != nil && ctx.Err() == nil:
 		// The webhook answers these with an error too: report it, and try
 		// again when something changes.
-		return judged{key: key, results: policyreport.ErrorResults(ref, ps.rules, "the policies could not be evaluated: "+err.Error(), ps.modes, ps.revision)}, true, nil
+		out.results = policyreport.ErrorResults(ref, ps.rules, "the policies could not be evaluated: "+err.Error(), ps.modes, ps.revision)
 	case err != nil:
 		return judged{}, false, err
+	default:
+		out.results = policyreport.VMResults(ref, ps.rules, d, ps.modes)
 	}
-	return judged{key: key, results: policyreport.VMResults(ref, ps.rules, d, ps.modes)}, true, nil
+	return out, true, nil
 }
 
 // inputKey identifies an evaluation's input: the VM as stored (its UID and

@@ -22,7 +22,8 @@ type reportKey struct {
 func (a *Auditor) listReports(ctx context.Context, ns string, gvk schema.GroupVersionKind) ([]unstructured.Unstructured, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := a.Reader.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{policyreport.LabelManagedBy: policyreport.ManagedBy}); err != nil {
+	// Read only (says, FromObject): no copies.
+	if err := a.Reader.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{policyreport.LabelManagedBy: policyreport.ManagedBy}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list %s: %w", gvk.Kind, err)
 	}
 	return list.Items, nil
