@@ -14,14 +14,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/internal/testenv"
 	"github.com/virtstation/virtstation/policyreport"
 	"github.com/virtstation/virtstation/webhooks/audit"
+	"github.com/virtstation/virtstation/webhooks/validate"
 )
 
 // ownerPolicy is an operator rule stricter than the shipped ones: a VM of
@@ -289,4 +293,43 @@ func reportWrites(t *testing.T) float64 {
 		}
 	}
 	return total
+}
+
+// TestOpenReports: with --open-reports the audit writes the successor API,
+// openreports.io/v1alpha1 Report, which the API server's own schema for it
+// accepts, with the same results.
+func TestOpenReports(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "openreports")
+	if err := env.Client.Create(ctx, newVM(ns, "ws-dana", managed)); err != nil {
+		t.Fatal(err)
+	}
+	engine := validate.NewEngine(0)
+	if _, err := engine.Load(ctx, validate.ShippedModules()); err != nil {
+		t.Fatal(err)
+	}
+	cache := env.Manager.GetCache()
+	a := &audit.Auditor{
+		Reader: cache, Client: env.Client, APIReader: env.Client,
+		Engine: engine, Snapshots: validate.Snapshotter{Cache: cache, API: env.Client},
+		Kinds: []schema.GroupVersionKind{policyreport.OpenReports},
+	}
+	eventually(t, 20*time.Second, func() error {
+		if _, err := a.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: ns}}); err != nil {
+			return err
+		}
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(policyreport.OpenReports)
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: policyreport.ReportName}, u); err != nil {
+			return err
+		}
+		if src, _, _ := unstructured.NestedString(u.Object, "source"); src != policyreport.Source {
+			return fmt.Errorf("report source %q", src)
+		}
+		r, err := policyreport.FromObject(u)
+		if err != nil {
+			return err
+		}
+		return wantResults(r, map[string]string{"ws-dana": "pass"}, []string{api.RuleDiskClaim, "mount-path", "shared-memory"}, "")
+	})
 }
