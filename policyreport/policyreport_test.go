@@ -1,6 +1,7 @@
 package policyreport
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -199,5 +200,27 @@ func TestObjectRoundTrip(t *testing.T) {
 		if back.Summary.Fail != 1 || back.Summary.Pass != 1 {
 			t.Errorf("%s: summary %+v", gvk.kind, back.Summary)
 		}
+	}
+}
+
+// TestFromEvaluation: a decision gives its results; an evaluation past its
+// deadline, or one that failed, gives an error result for every rule.
+func TestFromEvaluation(t *testing.T) {
+	late := &validate.DeadlineError{Module: "slow.rego", Revision: "rev1"}
+	cases := map[string]struct {
+		err  error
+		want string
+	}{
+		"decided":           {want: "ws-alice disk-claim pass mode=deny field= msg=\"\"\nws-alice mount-path pass mode=deny field= msg=\"\""},
+		"past the deadline": {err: fmt.Errorf("evaluate: %w", late), want: fmt.Sprintf("ws-alice disk-claim error mode=deny field= msg=%q\nws-alice mount-path error mode=deny field= msg=%q", late.Denial(), late.Denial())},
+		"failed":            {err: errors.New("conflict"), want: "ws-alice disk-claim error mode=deny field= msg=\"the policies could not be evaluated: conflict\"\nws-alice mount-path error mode=deny field= msg=\"the policies could not be evaluated: conflict\""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := FromEvaluation(vm, []string{"mount-path", "disk-claim"}, validate.Decision{}, tc.err, nil, "rev1")
+			if brief(got) != tc.want {
+				t.Errorf("got\n%s\nwant\n%s", brief(got), tc.want)
+			}
+		})
 	}
 }

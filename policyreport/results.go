@@ -1,6 +1,7 @@
 package policyreport
 
 import (
+	"errors"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -123,6 +124,25 @@ func ErrorResults(vm corev1.ObjectReference, rules []string, message string, mod
 		out = append(out, newResult(vm, id, Error, message, string(modes.Mode(id)), revision))
 	}
 	return out
+}
+
+// FromEvaluation is the VM's results from one evaluation of its policies:
+// those of its decision d when err is nil, else an error result for each
+// rule, whose message is the webhook's deadline denial when the evaluation
+// ran past its deadline. revision is the policy set evaluated. The webhook's
+// audit and `virtstation render --report` both call it, so they report a
+// failed evaluation alike.
+func FromEvaluation(vm corev1.ObjectReference, rules []string, d validate.Decision, err error, modes validate.Modes, revision string) []Result {
+	var late *validate.DeadlineError
+	switch {
+	case err == nil:
+		return VMResults(vm, rules, d, modes)
+	case errors.As(err, &late):
+		return ErrorResults(vm, rules, late.Denial(), modes, revision)
+	default:
+		// The webhook answers these with an error too.
+		return ErrorResults(vm, rules, "the policies could not be evaluated: "+err.Error(), modes, revision)
+	}
 }
 
 func newResult(vm corev1.ObjectReference, rule string, result orv1alpha1.Result, message, mode, revision string) Result {

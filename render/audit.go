@@ -148,19 +148,11 @@ func auditVM(ctx context.Context, engine *validate.Engine, w *diskWorld, vm audi
 	if err != nil {
 		return nil, err
 	}
-	ref := policyreport.VMRef(vm.namespace, vm.name, vm.uid)
 	d, err := engine.EvaluateRequest(ctx, r, states)
-	var late *validate.DeadlineError
-	switch {
-	case errors.As(err, &late):
-		return policyreport.ErrorResults(ref, rules, late.Denial(), modes, late.Revision), nil
-	case err != nil && ctx.Err() == nil:
-		// As the webhook's audit reports it (webhooks/audit).
-		return policyreport.ErrorResults(ref, rules, "the policies could not be evaluated: "+err.Error(), modes, engine.Revision()), nil
-	case err != nil:
+	if err != nil && ctx.Err() != nil {
 		return nil, err
 	}
-	return policyreport.VMResults(ref, rules, d, modes), nil
+	return policyreport.FromEvaluation(policyreport.VMRef(vm.namespace, vm.name, vm.uid), rules, d, err, modes, engine.Revision()), nil
 }
 
 // auditModes reads the rule modes from the last ConfigMap named

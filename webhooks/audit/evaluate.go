@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -87,21 +86,12 @@ func (a *Auditor) evaluateVM(ctx context.Context, vm *kubevirtv1.VirtualMachine,
 		}
 	}
 	out := judged{key: key, rv: vm.ResourceVersion, disks: names}
-	ref := policyreport.VMRef(vm.Namespace, vm.Name, vm.UID)
 	d, err := a.Engine.EvaluateRequest(ctx, r, snap.States)
-	var late *validate.DeadlineError
-	switch {
-	case errors.As(err, &late):
-		out.results = policyreport.ErrorResults(ref, ps.rules, late.Denial(), ps.modes, ps.revision)
-	case err != nil && ctx.Err() == nil:
-		// The webhook answers these with an error too: report it, and try
-		// again when something changes.
-		out.results = policyreport.ErrorResults(ref, ps.rules, "the policies could not be evaluated: "+err.Error(), ps.modes, ps.revision)
-	case err != nil:
+	if err != nil && ctx.Err() != nil {
 		return judged{}, false, err
-	default:
-		out.results = policyreport.VMResults(ref, ps.rules, d, ps.modes)
 	}
+	ref := policyreport.VMRef(vm.Namespace, vm.Name, vm.UID)
+	out.results = policyreport.FromEvaluation(ref, ps.rules, d, err, ps.modes, ps.revision)
 	return out, true, nil
 }
 
