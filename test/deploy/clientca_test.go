@@ -20,6 +20,13 @@ var clientCAValues = []string{"webhook.clientCA.enabled=true", "webhook.clientCA
 // component, as an operator's overlay would.
 func renderClientCAOverlay(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
+	return renderOverlay(t, "webhook-client-ca")
+}
+
+// renderOverlay renders config/default with the component of
+// config/components, as an operator's overlay would.
+func renderOverlay(t *testing.T, component string) []*unstructured.Unstructured {
+	t.Helper()
 	root := repoRoot(t)
 	dir := t.TempDir()
 	// kustomize takes only relative paths to other kustomizations.
@@ -32,7 +39,7 @@ func renderClientCAOverlay(t *testing.T) []*unstructured.Unstructured {
 	}
 	overlay := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n" +
 		"resources:\n  - " + rel("config", "default") + "\n" +
-		"components:\n  - " + rel("config", "components", "webhook-client-ca") + "\n"
+		"components:\n  - " + rel("config", "components", component) + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o600); err != nil {
 		t.Fatal(err)
 	}
