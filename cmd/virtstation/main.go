@@ -1,10 +1,12 @@
 // Command virtstation is Virtstation's command-line tool:
 //
 //	virtstation render -f vm.yaml [--objects objects.yaml] [-n namespace] [-o yaml|json]
+//	virtstation render --report --objects objects.yaml [-f vm.yaml] [-o yaml|json]
 //	virtstation policy test [DIR]
 //	virtstation version
 //
-// render shows, offline, what the webhooks would do to a manifest; policy
+// render shows, offline, what the webhooks would do to a manifest, and with
+// --report which existing VMs the policies flag, as PolicyReports; policy
 // test runs Rego policy tests. Both work offline, on Linux, macOS and
 // Windows, as platform engineers run kyverno or gator in CI and on their
 // laptops. The demo, which needs a local control plane, is a command of its
