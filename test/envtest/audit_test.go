@@ -1,12 +1,9 @@
 package envtest_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -264,35 +260,11 @@ func counter(t *testing.T, name string) float64 {
 // served, from its own apiserver_request_total metric.
 func reportWrites(t *testing.T) float64 {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(env.Config)
+	w, err := env.APIWrites(context.Background(), policyreport.WGPolicy.Group, "policyreports")
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
-	if err != nil {
-		t.Fatalf("read the API server's metrics: %v", err)
-	}
-	total := 0.0
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="policyreports"`) {
-			continue
-		}
-		write := false
-		for _, verb := range []string{"POST", "PUT", "PATCH", "DELETE", "APPLY"} {
-			write = write || strings.Contains(line, `verb="`+verb+`"`)
-		}
-		if !write {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err == nil {
-			total += v
-		}
-	}
-	return total
+	return w.Count
 }
 
 // TestOpenReports: with --open-reports the audit writes the successor API,

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -92,10 +91,6 @@ func BenchmarkPolicyAudit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
 	w := world{vms: *vmsFlag, namespaces: *namespacesFlag}
 	created, err := w.build(ctx, e, c, *clientsFlag)
 	if err != nil {
@@ -153,7 +148,7 @@ func BenchmarkPolicyAudit(b *testing.B) {
 	sort.Strings(namespaces)
 
 	stopProfile := startProfile(b, *passProfile)
-	full := runPass(ctx, b, auditor, cs, namespaces)
+	full := runPass(ctx, b, auditor, e, namespaces)
 	stopProfile()
 	if err := checkReports(ctx, apiReader, w, engine.Rules()); err != nil {
 		b.Fatal(err)
@@ -176,7 +171,7 @@ func BenchmarkPolicyAudit(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	resync := runPass(ctx, b, auditor, cs, namespaces)
+	resync := runPass(ctx, b, auditor, e, namespaces)
 	if resync.Writes != 0 {
 		b.Errorf("the resync with nothing changed wrote %v PolicyReports, want 0", resync.Writes)
 	}
@@ -219,9 +214,9 @@ func BenchmarkPolicyAudit(b *testing.B) {
 
 // runPass reconciles every namespace once, one after the other as the
 // audit's controller does, and measures it.
-func runPass(ctx context.Context, b *testing.B, a *audit.Auditor, cs kubernetes.Interface, namespaces []string) pass {
+func runPass(ctx context.Context, b *testing.B, a *audit.Auditor, e *testenv.Env, namespaces []string) pass {
 	b.Helper()
-	writesBefore, err := reportWrites(ctx, cs)
+	writesBefore, err := e.APIWrites(ctx, policyreport.WGPolicy.Group, "policyreports")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -242,7 +237,7 @@ func runPass(ctx context.Context, b *testing.B, a *audit.Auditor, cs kubernetes.
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	p.HeapAfter, p.Retained = int64(after.HeapInuse), int64(after.HeapInuse)-int64(before.HeapInuse)
-	writesAfter, err := reportWrites(ctx, cs)
+	writesAfter, err := e.APIWrites(ctx, policyreport.WGPolicy.Group, "policyreports")
 	if err != nil {
 		b.Fatal(err)
 	}
