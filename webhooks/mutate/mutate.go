@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -45,9 +44,6 @@ type Result struct {
 	Warnings []string
 	// Denied, when not empty, rejects the admission.
 	Denied field.ErrorList
-	// Secrets must exist for the admitted VM to start; the caller writes
-	// them unless the request is a dry run.
-	Secrets []SecretWrite
 }
 
 // mutation is the state the steps share.
@@ -62,23 +58,15 @@ type mutation struct {
 	injected api.Injected
 	warnings []string
 	denied   field.ErrorList
-	// secrets are written by the handler on non-dry-run admissions.
-	secrets []SecretWrite
-	// sshUser and cloudInitKeys pass from the SSH step to the cloud-init step.
-	sshUser       string
-	cloudInitKeys []string
+	// sshUser and keysInCloudInit pass from the SSH step to the cloud-init
+	// step: the keys go in the cloud-config part, which then lives in the
+	// user-data Secret.
+	sshUser         string
+	keysInCloudInit bool
 	// arch is the VM's architecture, resolved once by archOf.
 	arch archState
 	// released: the VM has lost the virtstation.io/managed label (release.go).
 	released bool
-}
-
-// SecretWrite is a Secret the admission needs in the cluster.
-type SecretWrite struct {
-	Secret *corev1.Secret
-	// CreateOnly: create when missing, never change an existing one (its
-	// reconciler owns the content).
-	CreateOnly bool
 }
 
 // step is one concern of the mutation. It edits m.obj and m.injected, adds
@@ -156,7 +144,7 @@ func Mutate(ctx context.Context, in Input, cluster Cluster) (Result, error) {
 			return Result{}, fmt.Errorf("write policy revision: %w", err)
 		}
 	}
-	return Result{Object: m.obj, Injected: m.injected, Warnings: m.warnings, Secrets: m.secrets}, nil
+	return Result{Object: m.obj, Injected: m.injected, Warnings: m.warnings}, nil
 }
 
 // deepCopyJSON copies a decoded JSON value.

@@ -101,7 +101,8 @@ func (c *StaticCluster) VMIExists(_ context.Context, namespace, name string) (bo
 	return c.vmis.Has(types.NamespacedName{Namespace: namespace, Name: name}), nil
 }
 
-// SSHKeys implements Cluster.
+// SSHKeys returns the valid public keys of the namespace's key Secrets,
+// as the reconcilers collect them: render previews their Secrets.
 func (c *StaticCluster) SSHKeys(_ context.Context, namespace string) ([]string, error) {
 	if c.CollectKeys == nil {
 		return nil, nil
@@ -116,7 +117,8 @@ func (c *StaticCluster) SSHKeys(_ context.Context, namespace string) ([]string, 
 	return c.CollectKeys(in), nil
 }
 
-// Secret implements Cluster.
+// Secret returns a Secret added with AddSecret, or nil: render previews the
+// reconcilers' Secrets. The webhook reads no Secret (Cluster has none).
 func (c *StaticCluster) Secret(_ context.Context, namespace, name string) (*corev1.Secret, error) {
 	return c.secrets[types.NamespacedName{Namespace: namespace, Name: name}], nil
 }
