@@ -2,19 +2,17 @@ package userdata
 
 import (
 	"context"
-	"encoding/base64"
+	"errors"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/vmsecret"
 )
@@ -68,63 +66,35 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Reader.Get(ctx, req.NamespacedName, &vm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	src, ok := Source(&vm)
-	if !ok {
+	desired, err := Compute(&vm, func(name string) (*corev1.Secret, error) {
+		var s corev1.Secret
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: vm.Namespace, Name: name}, &s)
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return &s, err
+	}, func() ([]corev1.Secret, error) {
+		var sources corev1.SecretList
+		err := r.Reader.List(ctx, &sources, client.InNamespace(vm.Namespace), client.MatchingLabelsSelector{Selector: sshkeys.KeySecretSelector()})
+		return sources.Items, err
+	})
+	var missing *SourceMissingError
+	switch {
+	case errors.As(err, &missing):
+		r.Recorder.Eventf(&vm, nil, corev1.EventTypeWarning, ReasonSourceMissing, eventAction,
+			"%v; the VM's Secret %s waits for it, and so does the VM's start", err, SecretName(vm.Name))
+		return ctrl.Result{RequeueAfter: recheck}, nil
+	case errors.Is(err, errRead):
+		return ctrl.Result{}, err
+	case err != nil:
+		r.Recorder.Eventf(&vm, nil, corev1.EventTypeWarning, ReasonInvalid, eventAction, "Secret %s not written: %v", SecretName(vm.Name), err)
+		return ctrl.Result{}, nil
+	case desired == nil:
 		// A VM that stops needing the Secret keeps it: it is owned by the
 		// VM and garbage-collected with it.
 		return ctrl.Result{}, nil
 	}
-	user, found, err := r.userPart(ctx, &vm, src)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if !found {
-		r.Recorder.Eventf(&vm, nil, corev1.EventTypeWarning, ReasonSourceMissing, eventAction,
-			"cloud-init user-data Secret %s has no userdata key or does not exist in namespace %s; the VM's Secret %s waits for it, and so does the VM's start", src.SecretRef, vm.Namespace, SecretName(vm.Name))
-		return ctrl.Result{RequeueAfter: recheck}, nil
-	}
-	setting, errs := api.ParseSSH(vm.Annotations, field.NewPath("metadata", "annotations"))
-	var keys []string
-	if len(errs) == 0 && setting.User != "" && setting.Propagation == api.PropagationCloudInit {
-		var sources corev1.SecretList
-		if err := r.Reader.List(ctx, &sources, client.InNamespace(vm.Namespace), client.MatchingLabelsSelector{Selector: sshkeys.KeySecretSelector()}); err != nil {
-			return ctrl.Result{}, fmt.Errorf("list ssh key secrets: %w", err)
-		}
-		keys, _ = sshkeys.Collect(sources.Items)
-	}
-	rec, _ := api.ParseInjected(vm.Annotations[api.AnnotationInjected])
-	desired, err := Desired(&vm, user, Part(rec, setting.User, keys))
-	if err != nil {
-		r.Recorder.Eventf(&vm, nil, corev1.EventTypeWarning, ReasonInvalid, eventAction, "Secret %s not written: %v", SecretName(vm.Name), err)
-		return ctrl.Result{}, nil
-	}
 	return r.sync(ctx, &vm, desired)
-}
-
-// userPart reads the user's own user-data from src: inline, or from the
-// named Secret in the VM's namespace.
-func (r *Reconciler) userPart(ctx context.Context, vm *kubevirtv1.VirtualMachine, src api.UserCloudInit) ([]byte, bool, error) {
-	switch {
-	case src.UserData != nil:
-		return []byte(*src.UserData), true, nil
-	case src.UserDataBase64 != nil:
-		b, err := base64.StdEncoding.DecodeString(*src.UserDataBase64)
-		return b, err == nil, nil
-	case src.SecretRef == "":
-		return nil, true, nil
-	}
-	var s corev1.Secret
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: vm.Namespace, Name: src.SecretRef}, &s)
-	switch {
-	case apierrors.IsNotFound(err):
-		// Ours, from before the user's part had an annotation, starts
-		// empty; the user's own must exist.
-		return nil, src.SecretRef == SecretName(vm.Name), nil
-	case err != nil:
-		return nil, false, fmt.Errorf("get user-data secret %s: %w", src.SecretRef, err)
-	}
-	data, ok := UserDataOf(&s)
-	return data, ok, nil
 }
 
 // sync creates or updates the VM's Secret to match desired.

@@ -38,13 +38,6 @@ const KubeVirtNamespace = "kubevirt"
 // claims can be observed quickly.
 const ClaimGrace = 3 * time.Second
 
-// SweepGrace and SweepEvery make the Secret Sweeper observable in tests;
-// the grace still leaves slack for an admission on a loaded machine.
-const (
-	SweepGrace = 5 * time.Second
-	SweepEvery = time.Second
-)
-
 // AuditInterval is the policy audit's interval: short, so tests see its
 // resyncs (and that they write nothing).
 const AuditInterval = 2 * time.Second
@@ -155,7 +148,7 @@ func (e *Env) startManager(ctx context.Context, o startOptions) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	mctx, cancel := context.WithCancel(ctx)
-	if err := webhooks.Setup(mctx, mgr, webhooks.Options{Namespace: InstallNamespace, ClaimGrace: ClaimGrace, SweepGrace: SweepGrace, SweepEvery: SweepEvery, AuditInterval: AuditInterval, NoAudit: o.noAudit}); err != nil {
+	if err := webhooks.Setup(mctx, mgr, webhooks.Options{Namespace: InstallNamespace, ClaimGrace: ClaimGrace, AuditInterval: AuditInterval, NoAudit: o.noAudit}); err != nil {
 		cancel()
 		return fmt.Errorf("set up webhooks: %w", err)
 	}

@@ -3,13 +3,11 @@ package mutate
 import (
 	"encoding/json"
 	"errors"
-	"sort"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/userdata"
 )
@@ -33,13 +31,7 @@ func reconciledSecrets(t testing.TB, c *StaticCluster, in Input, obj map[string]
 	if vm.Namespace == "" {
 		vm.Namespace = in.Namespace
 	}
-	var keySecrets []corev1.Secret
-	for _, s := range c.secrets {
-		if s.Namespace == vm.Namespace && s.Labels[api.LabelSSHPublicKey] == api.LabelTrue {
-			keySecrets = append(keySecrets, *s)
-		}
-	}
-	sort.Slice(keySecrets, func(i, j int) bool { return keySecrets[i].Name < keySecrets[j].Name })
+	keySecrets := c.KeySecrets(vm.Namespace)
 	var out []*corev1.Secret
 	if sshkeys.Wants(vm) && vm.Name != "" {
 		keys, _ := sshkeys.Collect(keySecrets)

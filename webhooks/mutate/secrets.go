@@ -13,8 +13,8 @@ import (
 // checkSecretNames denies an admission whose per-VM Secrets would have
 // names the API server refuses: a VM name longer than 244 characters leaves
 // no room for the suffix within the 253 a Secret name may have. The names
-// are derived from the VM's name alone (by the webhook, the SSH-key
-// reconciler, the adopter and the sweeper), so a shortened, hashed name
+// are derived from the VM's name alone (by the webhook and the
+// reconcilers that write them), so a shortened, hashed name
 // would leave those unable to find the Secret again; the user gets the
 // limit and the fix instead.
 func checkSecretNames(m *mutation) error {
