@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
-	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/userdata"
 	"github.com/virtstation/virtstation/vmsecret"
@@ -72,8 +71,8 @@ func takenWarning(cur *corev1.Secret, vm *kubevirtv1.VirtualMachine, vms map[str
 	}
 	switch own, why := vmsecret.Classify(cur, owner); own {
 	case vmsecret.Foreign:
-		return fmt.Sprintf("virtstation: Secret %s exists and is not this VM's (%s; label %s=%s): the reconciler leaves it alone, and the VM waits; rename or remove that Secret, or rename the VM",
-			cur.Name, why, api.LabelManagedBy, api.ManagedByValue)
+		return fmt.Sprintf("virtstation: Secret %s exists and is not this VM's (%s): the reconciler leaves it alone and the VM's start waits for it; rename or remove that Secret, or rename the VM",
+			cur.Name, why)
 	case vmsecret.PreviousVM:
 		return fmt.Sprintf("virtstation: Secret %s belongs to an earlier VM of this name: it is written once garbage collection removes it", cur.Name)
 	}
