@@ -81,12 +81,17 @@ type Verdict struct {
 	// Namespace and Name identify it.
 	Namespace, Name string
 	// Managed is true for a VirtualMachine the webhooks act on.
-	Managed  bool
+	Managed bool
+	// Warnings are the admission's warnings, as the webhooks answer them.
 	Warnings []string
 	Denied   field.ErrorList
 	// Secrets the reconcilers would write for the VM once stored (the
 	// per-VM SSH keys and merged user-data Secrets).
 	Secrets []Object
+	// Events are the Warning Events the reconcilers would emit on the VM
+	// once stored, instead of writing a Secret: the webhook cannot warn of
+	// them, as it reads no Secret.
+	Events []string
 }
 
 // Render admits each manifest in order, as the API server would with the
@@ -269,7 +274,7 @@ func render(ctx context.Context, opts Options) ([]Verdict, *diskWorld, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
 		}
-		v.Secrets, v.Warnings = secrets, append(v.Warnings, warnings...)
+		v.Secrets, v.Events = secrets, warnings
 		add(admitted)
 		out = append(out, v)
 	}

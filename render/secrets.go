@@ -16,8 +16,8 @@ import (
 
 // reconciledSecrets are the Secrets the reconcilers write for the admitted
 // vm once it is stored (sshkeys.Desired, userdata.Compute), from the
-// Secrets among the objects, and warnings for what they would report
-// instead of writing: a missing user-data Secret of the user's, a name held
+// Secrets among the objects, and the Warning Events they would emit instead
+// of writing: a missing user-data Secret of the user's, a name held
 // by a Secret that is not Virtstation's or that belongs to another VM.
 func reconciledSecrets(ctx context.Context, c *mutate.StaticCluster, vm *kubevirtv1.VirtualMachine, vms map[string]*kubevirtv1.VirtualMachine) ([]Object, []string, error) {
 	get := func(name string) (*corev1.Secret, error) { return c.Secret(ctx, vm.Namespace, name) }
@@ -34,9 +34,9 @@ func reconciledSecrets(ctx context.Context, c *mutate.StaticCluster, vm *kubevir
 	var missing *userdata.SourceMissingError
 	switch {
 	case errors.As(err, &missing):
-		warnings = append(warnings, fmt.Sprintf("virtstation: %v; the VM's Secret %s, and its start, wait for it", err, userdata.SecretName(vm.Name)))
+		warnings = append(warnings, fmt.Sprintf("%v; the VM's Secret %s, and its start, wait for it", err, userdata.SecretName(vm.Name)))
 	case err != nil:
-		warnings = append(warnings, fmt.Sprintf("virtstation: Secret %s would not be written: %v", userdata.SecretName(vm.Name), err))
+		warnings = append(warnings, fmt.Sprintf("Secret %s would not be written: %v", userdata.SecretName(vm.Name), err))
 	case ud != nil:
 		want = append(want, ud)
 	}
@@ -71,10 +71,10 @@ func takenWarning(cur *corev1.Secret, vm *kubevirtv1.VirtualMachine, vms map[str
 	}
 	switch own, why := vmsecret.Classify(cur, owner); own {
 	case vmsecret.Foreign:
-		return fmt.Sprintf("virtstation: Secret %s exists and is not this VM's (%s): the reconciler leaves it alone and the VM's start waits for it; rename or remove that Secret, or rename the VM",
+		return fmt.Sprintf("Secret %s exists and is not this VM's (%s): the reconciler leaves it alone and the VM's start waits for it; rename or remove that Secret, or rename the VM",
 			cur.Name, why)
 	case vmsecret.PreviousVM:
-		return fmt.Sprintf("virtstation: Secret %s belongs to an earlier VM of this name: it is written once garbage collection removes it", cur.Name)
+		return fmt.Sprintf("Secret %s belongs to an earlier VM of this name: it is written once garbage collection removes it", cur.Name)
 	}
 	return ""
 }

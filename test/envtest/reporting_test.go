@@ -46,11 +46,6 @@ func TestInvalidCloudConfigWarns(t *testing.T) {
 			opts: append(keysByCloudInit, withUserData("#cloud-config\nruncmd:\n\t- echo hi\n")),
 			want: []string{"spec.template.spec.volumes[1].cloudInitNoCloud.userData", "line 3: found character that cannot start any token", "cloud-init will likely ignore"},
 		},
-		"in the user's Secret": {
-			vm:   "user-secret",
-			opts: append(keysByCloudInit, withCloudInit(kubevirtv1.CloudInitNoCloudSource{UserDataSecretRef: &corev1.LocalObjectReference{Name: own.Name}})),
-			want: []string{"spec.template.spec.volumes[1].cloudInitNoCloud.secretRef.name (Secret my-userdata)", "line 3: ", "cloud-init will likely ignore"},
-		},
 		"inline, nothing of Virtstation's to merge": {
 			vm:   "inline-alone",
 			opts: []vmOption{managed, withUserData("#cloud-config\npackages: [git, vim\nruncmd: []\n")},

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,10 +21,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/internal/vmgen"
+	"github.com/virtstation/virtstation/render"
 	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/userdata"
 	"github.com/virtstation/virtstation/webhooks/mutate"
@@ -125,8 +128,9 @@ const storedUID = "0b1c2d3e-0000-4000-8000-000000000001"
 
 // store stores the admitted VM obj in the client, as the API server would,
 // and runs the reconcilers that write its Secrets, recording what they
-// wrote. A VM without a name (generateName) is not stored.
-func (w *world) store(ctx context.Context, obj map[string]any) error {
+// wrote. A VM without a name (generateName) is named as the API server
+// would, from the request uid.
+func (w *world) store(ctx context.Context, uid string, obj map[string]any) error {
 	raw, err := json.Marshal(obj)
 	if err != nil {
 		return err
@@ -136,7 +140,8 @@ func (w *world) store(ctx context.Context, obj map[string]any) error {
 		return err
 	}
 	if vm.Name == "" {
-		return nil
+		// The API server names it after the webhooks, as render does.
+		vm.Name = render.GeneratedName(vm.GenerateName, uid)
 	}
 	vm.UID = storedUID
 	var cur kubevirtv1.VirtualMachine
@@ -156,6 +161,7 @@ func (w *world) store(ctx context.Context, obj map[string]any) error {
 		}
 	}
 	rec := events.NewFakeRecorder(100)
+	ctx = logf.IntoContext(ctx, logr.Discard())
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(vm)}
 	if _, err := (&userdata.Reconciler{Client: w.client, Reader: w.client, APIReader: w.client, Recorder: rec}).Reconcile(ctx, req); err != nil {
 		return fmt.Errorf("user-data reconciler: %w", err)
@@ -266,7 +272,7 @@ func (w *world) admit(ctx context.Context, uid string, op admissionv1.Operation,
 	if err := json.Unmarshal(patched, &out.object); err != nil {
 		return outcome{}, err
 	}
-	if err := w.store(ctx, out.object); err != nil {
+	if err := w.store(ctx, uid, out.object); err != nil {
 		return outcome{}, err
 	}
 	return out, nil
