@@ -95,11 +95,11 @@ func TestForgedMutatingReviewsReadAndWriteNothing(t *testing.T) {
 		vm     *kubevirtv1.VirtualMachine
 		ns     string // the request's namespace, when not the object's
 	}{
-		"dry-run CREATE naming Carol's Secrets":            {op: admissionv1.Create, dryRun: true, vm: forge(victim, "mallory-1", ourSecretRef)},
-		"dry-run CREATE of Carol's own name":               {op: admissionv1.Create, dryRun: true, vm: forge(victim, "dev-carol", ourSecretRef)},
-		"CREATE of Carol's own name":                       {op: admissionv1.Create, vm: forge(victim, "dev-carol", ourSecretRef, cloudInitKeys)},
-		"UPDATE of Carol's VM with her uid":                {op: admissionv1.Update, vm: forge(victim, "dev-carol", withUserData(forgedRunCmd))},
-		"UPDATE of Carol's VM keeping her secretRef":       {op: admissionv1.Update, vm: forge(victim, "dev-carol", ourSecretRef, cloudInitKeys)},
+		"dry-run CREATE naming Carol's Secrets":             {op: admissionv1.Create, dryRun: true, vm: forge(victim, "mallory-1", ourSecretRef)},
+		"dry-run CREATE of Carol's own name":                {op: admissionv1.Create, dryRun: true, vm: forge(victim, "dev-carol", ourSecretRef)},
+		"CREATE of Carol's own name":                        {op: admissionv1.Create, vm: forge(victim, "dev-carol", ourSecretRef, cloudInitKeys)},
+		"UPDATE of Carol's VM with her uid":                 {op: admissionv1.Update, vm: forge(victim, "dev-carol", withUserData(forgedRunCmd))},
+		"UPDATE of Carol's VM keeping her secretRef":        {op: admissionv1.Update, vm: forge(victim, "dev-carol", ourSecretRef, cloudInitKeys)},
 		"object in Mallory's namespace, request in Carol's": {op: admissionv1.Create, vm: forge(mallory, "dev-carol", ourSecretRef), ns: victim},
 		"object in Carol's namespace, request in Mallory's": {op: admissionv1.Create, vm: forge(victim, "dev-carol", ourSecretRef), ns: mallory},
 	}
