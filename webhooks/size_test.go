@@ -83,7 +83,7 @@ func TestReviewSizeLimits(t *testing.T) {
 		maxAllocsOverLen int64 // heap allocated beyond the body's own size; 0: no bound checked
 		maxAllocs        int64 // heap allocated in all; 0: no bound checked
 	}{
-		"create at the limit": {op: "CREATE", obj: MaxObjectBytes, wantStatus: http.StatusOK, wantAllowed: true},
+		"create at the limit":       {op: "CREATE", obj: MaxObjectBytes, wantStatus: http.StatusOK, wantAllowed: true},
 		"update, both at the limit": {op: "UPDATE", obj: MaxObjectBytes, old: MaxObjectBytes, wantStatus: http.StatusOK, wantAllowed: true},
 		"object one byte over": {
 			op: "CREATE", obj: MaxObjectBytes + 1, wantStatus: http.StatusOK, wantDenialCode: http.StatusRequestEntityTooLarge,
