@@ -3,8 +3,6 @@ package envtest_test
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -198,10 +196,9 @@ func postReview(t *testing.T, path string, op admissionv1.Operation, vm *kubevir
 	if err != nil {
 		t.Fatal(err)
 	}
-	url, ca := env.WebhookURL(path)
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	url, _ := env.WebhookURL(path)
+	// As the API server: the webhook requires its client certificate.
+	hc := env.WebhookHTTPClient(10 * time.Second)
 	resp, err := hc.Post(url, "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
