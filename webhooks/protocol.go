@@ -97,7 +97,7 @@ func RequireAdmissionReview(next http.Handler) http.Handler {
 			writeDenial(w, env.Request.UID, http.StatusRequestEntityTooLarge, objectTooLargeMessage(field, size))
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = &drainingBody{b: body}
 		next.ServeHTTP(w, r)
 	})
 }
