@@ -13,12 +13,13 @@ import (
 )
 
 // DefaultMaxInFlight is how many admissions one webhook replica works on
-// at once (--max-in-flight-admissions). Each costs up to 8 times its
-// objects' size at its peak, so 16 admissions of two MaxObjectBytes objects
-// (an UPDATE at the size limit) need 16 × 8 × 3 MiB = 384 MiB in the worst
-// case; realistic VMs (a few hundred KiB at most) need a few MiB each. The
-// work is CPU-bound apart from a few API calls, so on the 1 to 2 CPUs a
-// replica gets, more at once adds memory, not throughput: the rest wait.
+// at once (--max-in-flight-admissions). An admission at the object size
+// limit peaks at 7 to 19 MiB of heap (BenchmarkAdmissionPeakHeap,
+// docs/benchmarks.md), so 16 of them need at most about 300 MiB on top of
+// an idle webhook's 110 MB, inside the chart's 512 Mi; realistic VMs (a few
+// hundred KiB at most) need a few MiB each. The work is CPU-bound apart
+// from a few API calls, so on the 1 to 2 CPUs a replica gets, more at once
+// adds memory, not throughput: the rest wait.
 const DefaultMaxInFlight = 16
 
 // admissionQueueWait is how long an admission waits for a slot before it
