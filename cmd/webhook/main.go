@@ -42,7 +42,7 @@ func main() {
 	flag.StringVar(&certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with tls.crt and tls.key; reloaded when they change")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint (0 disables it); callers need a bearer token whose user may get the non-resource URL /metrics (TokenReview and SubjectAccessReview)")
 	flag.BoolVar(&metricsTLS, "metrics-secure", true, "serve /metrics over HTTPS with a self-signed certificate; false serves plain HTTP, still authenticated")
-	flag.IntVar(&maxInFlight, "max-in-flight-admissions", webhooks.DefaultMaxInFlight, "admissions one replica works on at once; more wait up to a second, then are denied with 429. Each takes up to about 8 times its object's size in memory (objects are at most 1.5 MiB): raise it only with the memory limit")
+	flag.IntVar(&maxInFlight, "max-in-flight-admissions", webhooks.DefaultMaxInFlight, "admissions one replica works on at once; more wait up to a second, then are denied with 429. One at the object size limit (1.5 MiB) peaks at 7 to 19 MiB of heap: raise it only with the memory limit")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "run the reconcilers on one replica at a time (webhooks serve on every replica)")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace)")
