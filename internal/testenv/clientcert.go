@@ -35,8 +35,8 @@ type StartOption func(*startOptions)
 
 type startOptions struct {
 	noWebhookClientCerts bool
-	defaultArch        string
-	noAudit            bool
+	defaultArch          string
+	noAudit              bool
 }
 
 // WithoutAudit starts the webhook manager without the policy audit, so a
