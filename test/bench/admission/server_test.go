@@ -122,12 +122,14 @@ func startServer(ctx context.Context, tb testing.TB, ns string) *server {
 
 	s := &server{patches: &noopPatches{Client: reader}}
 	srv := webhooks.NewServer(webhooks.ServerOptions{Host: "127.0.0.1", Port: port, CertDir: dir})
-	srv.Register(mutate.Path, &webhook.Admission{Handler: mutate.NewHandler(cluster,
-		mutate.WithPolicyRevision(engine.Revision))})
-	srv.Register(validate.VMPath, &webhook.Admission{Handler: &validate.VMHandler{
+	// As webhooks.Setup registers them: behind the server's admission
+	// limit and webhooks.RequireAdmissionReview.
+	srv.Register(mutate.Path, webhooks.RequireAdmissionReview(&webhook.Admission{Handler: mutate.NewHandler(cluster,
+		mutate.WithPolicyRevision(engine.Revision))}))
+	srv.Register(validate.VMPath, webhooks.RequireAdmissionReview(&webhook.Admission{Handler: &validate.VMHandler{
 		Engine: engine, Modes: &atomic.Pointer[validate.Modes]{}, Client: s.patches,
 		Snapshots: validate.Snapshotter{Cache: reader, API: reader, Grace: claimGraceForLoad},
-	}})
+	}}))
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- srv.Start(sctx) }()
