@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -94,7 +95,7 @@ func Mutate(ctx context.Context, in Input, cluster Cluster) (Result, error) {
 		ctx:     ctx,
 		cluster: cluster,
 		in:      in,
-		obj:     deepCopyJSON(in.Object),
+		obj:     copyForMutation(in.Object),
 	}
 	if in.VM.Labels[api.LabelManaged] != api.LabelTrue {
 		release(m)
@@ -145,6 +146,40 @@ func Mutate(ctx context.Context, in Input, cluster Cluster) (Result, error) {
 		}
 	}
 	return Result{Object: m.obj, Injected: m.injected, Warnings: m.warnings}, nil
+}
+
+// mutablePaths are the only subtrees the steps write to. copyForMutation
+// deep-copies them and shares the rest of the object (status, the template's
+// metadata, dataVolumeTemplates, managedFields, …) with the input: a VM's
+// bulk is there, and copying it would double an admission's memory for
+// nothing. A step that writes elsewhere must add its path here;
+// TestMutateSteps checks that Mutate leaves its input alone.
+var mutablePaths = [][]string{pathAnnotations, {"spec", "template", "spec"}}
+
+// copyForMutation copies obj for the steps to edit: the maps on the way to
+// each of mutablePaths are copied one level, the subtrees at mutablePaths
+// deeply, and everything else is shared with obj.
+func copyForMutation(obj map[string]any) map[string]any {
+	out := maps.Clone(obj)
+	for _, path := range mutablePaths {
+		parent := out
+		for i, k := range path {
+			child, ok := parent[k].(map[string]any)
+			if !ok {
+				break
+			}
+			if i == len(path)-1 {
+				parent[k] = deepCopyJSON(child)
+				break
+			}
+			// A spine map shared by two paths is cloned twice: the second
+			// clone copies the first, never the input.
+			child = maps.Clone(child)
+			parent[k] = child
+			parent = child
+		}
+	}
+	return out
 }
 
 // deepCopyJSON copies a decoded JSON value.
