@@ -75,7 +75,9 @@ func TestKubeVirtAccessAsksWhatKubeVirtAsks(t *testing.T) {
 			}
 
 			only := fmt.Sprintf("only-%s", action)
-			grant(t, ns, only, func(r kubeVirtRule) bool { return slices.ContainsFunc(attrs, func(a auth.Attributes) bool { return ruleOf(a) == r }) })
+			grant(t, ns, only, func(r kubeVirtRule) bool {
+				return slices.ContainsFunc(attrs, func(a auth.Attributes) bool { return ruleOf(a) == r })
+			})
 			if err := authz.AuthorizeAll(context.Background(), user(only), attrs); err != nil {
 				t.Fatalf("with only %q: %v", want, err)
 			}
@@ -92,7 +94,9 @@ func TestKubeVirtAccessAsksWhatKubeVirtAsks(t *testing.T) {
 	}
 }
 
-func user(name string) auth.User { return auth.User{Name: name, Groups: []string{"system:authenticated"}} }
+func user(name string) auth.User {
+	return auth.User{Name: name, Groups: []string{"system:authenticated"}}
+}
 
 // grant binds user name to a Role in ns with the rules of
 // everyKubeVirtRule that keep says to, plus get on kubevirt.io's

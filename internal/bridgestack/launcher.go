@@ -5,12 +5,16 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+// launcherServiceAccount is the stand-in launcher pods' ServiceAccount.
+const launcherServiceAccount = "default"
 
 // LauncherNode is the node the stand-in virt-launcher pods "run" on.
 const LauncherNode = "envtest-node"
@@ -21,11 +25,16 @@ const LauncherNode = "envtest-node"
 // records it in vmi's status.activePods and status.nodeName, in memory:
 // the caller writes the VMI (whose CRD has no status subresource here).
 // The bridge's SSH dials podIP, never the VMI's status.interfaces.
-// The Pod uses ServiceAccount serviceAccount, which must exist (no
-// controller makes "default" in envtest).
-func Launch(ctx context.Context, c client.Client, vmi *kubevirtv1.VirtualMachineInstance, podIP, serviceAccount string) error {
+// The Pod runs as the namespace's "default" ServiceAccount, which Launch
+// makes when missing: no controller makes it in envtest, and the API
+// server's ServiceAccount admission refuses a pod without it.
+func Launch(ctx context.Context, c client.Client, vmi *kubevirtv1.VirtualMachineInstance, podIP string) error {
 	if vmi.UID == "" {
 		return fmt.Errorf("launch %s/%s: the VMI is not stored (no uid)", vmi.Namespace, vmi.Name)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: vmi.Namespace, Name: launcherServiceAccount}}
+	if err := c.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create ServiceAccount %s/%s: %w", vmi.Namespace, launcherServiceAccount, err)
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -37,7 +46,7 @@ func Launch(ctx context.Context, c client.Client, vmi *kubevirtv1.VirtualMachine
 			}},
 		},
 		Spec: corev1.PodSpec{
-			ServiceAccountName:           serviceAccount,
+			ServiceAccountName:           launcherServiceAccount,
 			AutomountServiceAccountToken: ptr.To(false),
 			NodeName:                     LauncherNode,
 			Containers:                   []corev1.Container{{Name: "compute", Image: "virt-launcher"}},

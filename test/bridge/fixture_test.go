@@ -83,7 +83,7 @@ func createVMs(ctx context.Context) error {
 		if f.launcher == "" {
 			continue
 		}
-		if err := bridgestack.Launch(ctx, admin, vmi, f.launcher, "alice"); err != nil {
+		if err := bridgestack.Launch(ctx, admin, vmi, f.launcher); err != nil {
 			return err
 		}
 		if err := admin.Update(ctx, vmi); err != nil {

@@ -179,7 +179,7 @@ func permittedToken(t *testing.T, name string, perms []permission) string {
 func waitBinding(ctx context.Context, t *testing.T, u string) {
 	t.Helper()
 	sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: u,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + userNS, "system:authenticated"},
+		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + userNS, "system:authenticated"},
 		ResourceAttributes: &authzv1.ResourceAttributes{Namespace: userNS, Name: "ws1", Verb: "get", Group: "kubevirt.io", Resource: "virtualmachines"}}}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		got, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})

@@ -38,7 +38,10 @@ func TestNoLeaseForAVMThatDoesNotRun(t *testing.T) {
 		want int
 	}{
 		"dial a VM that does not exist": {vm: "ghost", want: http.StatusNotFound,
-			do: func(t *testing.T) int { code, _ := refusal(t, replicaA.URL, vmPath("ghost", "ssh"), tokens["alice"]); return code }},
+			do: func(t *testing.T) int {
+				code, _ := refusal(t, replicaA.URL, vmPath("ghost", "ssh"), tokens["alice"])
+				return code
+			}},
 		"dial a VMI that does not exist": {vm: "ghost-vmi", want: http.StatusNotFound,
 			do: func(t *testing.T) int {
 				code, _ := refusal(t, replicaA.URL, vmiPath("v1", "ghost-vmi", "console"), tokens["alice"])
