@@ -16,15 +16,15 @@ import (
 type Ownership int
 
 const (
-	// Ours: vm is the Secret's controller.
+	// Ours means vm is the Secret's controller.
 	Ours Ownership = iota
-	// Adoptable: labelled managed-by virtstation and without a controller,
+	// Adoptable means labelled managed-by virtstation and without a controller,
 	// as earlier versions of the webhook created it at admission.
 	Adoptable
-	// PreviousVM: controlled by an earlier VM of the same name, which
+	// PreviousVM means controlled by an earlier VM of the same name, which
 	// garbage collection has yet to catch up with.
 	PreviousVM
-	// Foreign: anything else; never touched.
+	// Foreign means anything else; never touched.
 	Foreign
 )
 

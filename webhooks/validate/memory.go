@@ -2,6 +2,7 @@ package validate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/metrics"
 	"strings"
@@ -156,7 +157,8 @@ func RunTestsWithin(ctx context.Context, modules []Module, budget uint64) error 
 	}
 	for attempt := 1; ; attempt++ {
 		err := runTestsWithin(ctx, parsed, budget)
-		if _, over := err.(*MemoryBudgetError); !over || attempt == memoryAttempts {
+		var over *MemoryBudgetError
+		if !errors.As(err, &over) || attempt == memoryAttempts {
 			return err
 		}
 	}
