@@ -56,7 +56,7 @@ func vmKey(name string) types.NamespacedName {
 }
 
 func TestClaim(t *testing.T) {
-	fresh, stale := claimedAt(t0.Add(-10*time.Second)), claimedAt(t0.Add(-RefreshAfter))
+	fresh, stale := claimedAt(t0.Add(-RefreshAfter/2)), claimedAt(t0.Add(-RefreshAfter))
 	tests := map[string]struct {
 		before   map[string]string
 		vm       string

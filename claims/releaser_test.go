@@ -26,7 +26,7 @@ func attachingVM(name, disk string) *kubevirtv1.VirtualMachine {
 }
 
 func TestReleaserReconcile(t *testing.T) {
-	old, young := claimedAt(t0.Add(-time.Hour)), claimedAt(t0.Add(-45*time.Second))
+	old, young := claimedAt(t0.Add(-time.Hour)), claimedAt(t0.Add(-5*time.Second))
 	tests := map[string]struct {
 		disk    client.Object
 		cluster []client.Object
@@ -39,7 +39,7 @@ func TestReleaserReconcile(t *testing.T) {
 		"claim of a missing VM, young: kept, looked at again": {
 			disk:    diskPVC(map[string]string{api.AnnotationClaimedBy: "ns/gone", api.AnnotationClaimedAt: young}),
 			want:    map[string]string{api.AnnotationClaimedBy: "ns/gone", api.AnnotationClaimedAt: young},
-			requeue: 75 * time.Second,
+			requeue: DefaultGrace - 5*time.Second,
 		},
 		"claim of a VM that attaches the disk: kept": {
 			disk:    diskPVC(map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: old}),
