@@ -74,15 +74,17 @@ var _ admission.Handler = (*VMStatusHandler)(nil)
 
 // vmStatusObject is what the handler reads of a VM's status write.
 type vmStatusObject struct {
-	Metadata struct {
-		Name              string            `json:"name"`
-		UID               types.UID         `json:"uid"`
-		Labels            map[string]string `json:"labels"`
-		DeletionTimestamp *string           `json:"deletionTimestamp"`
-	} `json:"metadata"`
 	Status struct {
 		VolumeRequests []volumeRequest `json:"volumeRequests"`
 	} `json:"status"`
+}
+
+// vmStatusMetadata is what the handler reads of a VM's metadata.
+type vmStatusMetadata struct {
+	Name              string            `json:"name"`
+	UID               types.UID         `json:"uid"`
+	Labels            map[string]string `json:"labels"`
+	DeletionTimestamp *string           `json:"deletionTimestamp"`
 }
 
 // volumeRequest is the part of a kubevirtv1.VirtualMachineVolumeRequest
@@ -140,7 +142,11 @@ func (h *VMStatusHandler) Handle(ctx context.Context, req admission.Request) adm
 	if req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
-	var vm vmStatusObject
+	// The metadata is decoded on its own first: whether the VM is managed
+	// decides how a status that cannot be read is answered.
+	var vm struct {
+		Metadata vmStatusMetadata `json:"metadata"`
+	}
 	if err := json.Unmarshal(req.Object.Raw, &vm); err != nil {
 		return badRequest(ctx, req, fmt.Errorf("decode object: %w", err), false)
 	}
