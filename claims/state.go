@@ -48,6 +48,14 @@ func (s State) UID(holder string) types.UID {
 	return s.UIDs[holder]
 }
 
+// BoundTo reports whether holder's claim may belong to the VM of that name
+// with uid: no uid is recorded for it (a claim written before uids were),
+// or the one recorded is uid.
+func (s State) BoundTo(holder string, uid types.UID) bool {
+	recorded := s.UIDs[holder]
+	return recorded == "" || recorded == uid
+}
+
 // Empty reports whether no VM holds a claim.
 func (s State) Empty() bool {
 	return s.ClaimedBy == "" && len(s.SharedBy) == 0
