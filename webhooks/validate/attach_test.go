@@ -2,16 +2,23 @@ package validate
 
 import (
 	"context"
+	"encoding/json"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
 )
 
@@ -220,6 +227,69 @@ func TestAttachHandlersFailureModes(t *testing.T) {
 			}
 			if !tc.allowed && resp.Result.Code != 400 {
 				t.Errorf("code = %d, want 400", resp.Result.Code)
+			}
+		})
+	}
+}
+
+// TestVMIHandler drives the VMI webhook on a fake cluster: the disk "home"
+// is claimed by VM ns/owner (uid u-owner), which exists and attaches it.
+func TestVMIHandler(t *testing.T) {
+	ctx := context.Background()
+	owner := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "owner", UID: "u-owner"},
+		Spec: kubevirtv1.VirtualMachineSpec{Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: kubevirtv1.VirtualMachineInstanceSpec{
+			Volumes: []kubevirtv1.Volume{{Name: "home", VolumeSource: kubevirtv1.VolumeSource{PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
+				PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "home"}}}}},
+		}}}}
+	c := fake.NewClientBuilder().WithScheme(handlerScheme(t)).WithObjects(owner,
+		labelledPVC("home", map[string]string{api.AnnotationClaimedBy: "ns/owner", api.AnnotationClaimUIDs: "ns/owner=u-owner",
+			api.AnnotationClaimedAt: time.Now().UTC().Format(time.RFC3339)}),
+		labelledPVC("free", nil)).Build()
+	h := NewVMIHandler(Snapshotter{Cache: c, API: c, NoDataVolumes: true, Grace: time.Minute}, &atomic.Pointer[Modes]{}, nil)
+	vmi := func(name, pvc string, owners ...metav1.OwnerReference) []byte {
+		raw, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"name": name, "namespace": "ns", "ownerReferences": owners},
+			"spec": map[string]any{"domain": map[string]any{"devices": map[string]any{"disks": []any{map[string]any{"name": "d", "disk": map[string]any{}}}}},
+				"volumes": []any{map[string]any{"name": "d", "persistentVolumeClaim": map[string]any{"claimName": pvc}}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	yes := true
+	ownedBy := func(uid types.UID) metav1.OwnerReference {
+		return metav1.OwnerReference{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachine", Name: "owner", UID: uid, Controller: &yes}
+	}
+	tests := map[string]struct {
+		object, old []byte
+		wantDenied  string
+	}{
+		"the holder's own VMI":               {object: vmi("owner", "home", ownedBy("u-owner"))},
+		"a VMI created directly":             {object: vmi("rogue", "home"), wantDenied: `spec.volumes[0].persistentVolumeClaim.claimName: Forbidden: data disk "home" is claimed writable by VM ns/owner`},
+		"a VMI of an earlier VM of the name": {object: vmi("owner", "home", ownedBy("u-old")), wantDenied: "claimed by an earlier VM of this name"},
+		"a free disk":                        {object: vmi("rogue", "free")},
+		"hot-plug of the claimed disk":       {object: vmi("rogue", "home"), old: vmi("rogue", "free"), wantDenied: `data disk "home"`},
+		"update that adds nothing":           {object: vmi("rogue", "home"), old: vmi("rogue", "home")},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			op := admissionv1.Create
+			if tc.old != nil {
+				op = admissionv1.Update
+			}
+			resp := h.Handle(ctx, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				UID: "req", Operation: op, Namespace: "ns", Name: "vmi",
+				Object: runtime.RawExtension{Raw: tc.object}, OldObject: runtime.RawExtension{Raw: tc.old},
+			}})
+			if tc.wantDenied == "" {
+				if !resp.Allowed {
+					t.Fatalf("denied: %s", resp.Result.Message)
+				}
+				return
+			}
+			if resp.Allowed || resp.Result.Code != 403 || !strings.Contains(resp.Result.Message, tc.wantDenied) || !strings.Contains(resp.Result.Message, "rule: disk-claim") {
+				t.Fatalf("response = allowed %v, %+v; want 403 containing %q and the rule", resp.Allowed, resp.Result, tc.wantDenied)
 			}
 		})
 	}
