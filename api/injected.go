@@ -75,8 +75,6 @@ type InjectedSSHKeys struct {
 	Propagation string `json:"propagation"`
 	// Secret is the per-VM keys Secret (qemuGuestAgent).
 	Secret string `json:"secret,omitempty"`
-	// Keys is how many keys went into the cloud-config part (cloudInit).
-	Keys int `json:"keys,omitempty"`
 }
 
 // InjectedVideo records the video device.

@@ -61,4 +61,13 @@ const (
 	// own and Virtstation's part): it is stored in one Secret key, and a
 	// Secret holds at most 1 MiB of data (corev1 MaxSecretSize).
 	MaxUserDataBytes = 1 << 20
+
+	// MaxUserDataAnnotationBytes bounds virtstation.io/user-data, where the
+	// webhook keeps the user's own inline user-data when the merge does not
+	// fit inline (AnnotationUserData). Kubernetes allows 256 KiB for all of
+	// an object's annotations, and kubectl's last-applied-configuration
+	// holds a second copy of the same user-data: 64 KiB leaves room for
+	// both and for other tools. Larger user-data belongs in a Secret of the
+	// user's own, named in secretRef.
+	MaxUserDataAnnotationBytes = 64 << 10
 )

@@ -8,14 +8,14 @@ import (
 )
 
 // who checks the request's Origin, authenticates its token and asks RBAC
-// for attrs. The credential is returned even on failure, so a refusal can
-// reach a browser in the form it can read.
-func (s *Server) who(r *http.Request, attrs auth.Attributes) (auth.User, auth.Credential, *Problem) {
+// about each of attrs; all must be allowed. The credential is returned even
+// on failure, so a refusal can reach a browser in the form it can read.
+func (s *Server) who(r *http.Request, attrs ...auth.Attributes) (auth.User, auth.Credential, *Problem) {
 	user, cred, p := s.authenticate(r)
 	if p != nil {
 		return user, cred, p
 	}
-	if err := s.authz.Authorize(r.Context(), user, attrs); err != nil {
+	if err := s.authz.AuthorizeAll(r.Context(), user, attrs); err != nil {
 		var fe *auth.ForbiddenError
 		if errors.As(err, &fe) {
 			return user, cred, problemf(http.StatusForbidden, ReasonForbidden, "%s", err)

@@ -125,7 +125,8 @@ func (s *Server) getVMI(w http.ResponseWriter, r *http.Request) {
 }
 
 // screenshot relays KubeVirt's PNG of the VMI's display (virtctl vnc
-// screenshot), under the permission the API server enforces for it. It
+// screenshot), under the permissions the API server and virt-api enforce
+// for it (vnc and vnc/screenshot; see auth.KubeVirtAccess). It
 // takes no session slot: it does not disturb whoever holds the display.
 func (s *Server) screenshot(w http.ResponseWriter, r *http.Request) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
@@ -133,7 +134,7 @@ func (s *Server) screenshot(w http.ResponseWriter, r *http.Request) {
 		p.write(w)
 		return
 	}
-	user, _, p := s.who(r, auth.ScreenshotAccess(ns, name))
+	user, _, p := s.who(r, auth.KubeVirtAccess(auth.Screenshot, ns, name)...)
 	if p != nil {
 		p.write(w)
 		return

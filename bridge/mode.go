@@ -7,8 +7,9 @@ import (
 
 // mode is what a session reaches and what RBAC it needs.
 type mode struct {
-	name      string
-	access    func(namespace, name string) auth.Attributes
+	name string
+	// action is what KubeVirt would authorise for it (auth.KubeVirtAccess).
+	action    auth.Action
 	readLimit int64
 	// sub is the KubeVirt subresource relayed; empty for SSH.
 	sub upstream.Subresource
@@ -17,11 +18,11 @@ type mode struct {
 }
 
 var (
-	modeConsole = mode{name: "console", access: auth.ConsoleAccess, readLimit: consoleReadLimit, sub: upstream.Console, upstreamName: "serial console"}
-	modeVNC     = mode{name: "vnc", access: auth.VNCAccess, readLimit: vncReadLimit, sub: upstream.VNC, upstreamName: "VNC display"}
-	// SSH reaches the same guest shell as the serial console, so it needs
-	// the console permission.
-	modeSSH = mode{name: "ssh", access: auth.ConsoleAccess, readLimit: consoleReadLimit, upstreamName: "SSH connection"}
+	modeConsole = mode{name: "console", action: auth.Console, readLimit: consoleReadLimit, sub: upstream.Console, upstreamName: "serial console"}
+	modeVNC     = mode{name: "vnc", action: auth.VNC, readLimit: vncReadLimit, sub: upstream.VNC, upstreamName: "VNC display"}
+	// SSH is a TCP connection to the guest's port 22: KubeVirt authorises
+	// it as a port-forward (virtctl ssh), not as the console.
+	modeSSH = mode{name: "ssh", action: auth.SSH, readLimit: consoleReadLimit, upstreamName: "SSH connection"}
 )
 
 // modes by name, for the take-over route.

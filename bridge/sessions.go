@@ -53,7 +53,9 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 
 // takeOver hands a mode's session to the caller: the holder's connection is
 // closed with "taken over by another user", and the slot is reserved for the
-// caller's next connection. The caller needs the mode's own permission.
+// caller's next connection. The caller needs the mode's own permission, and
+// the VM must run: no Lease is written for a VM or VMI that does not exist,
+// so Leases are bounded by the VMs there are.
 func (s *Server) takeOver(w http.ResponseWriter, r *http.Request) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	if p := s.checkNames(r); p != nil {
@@ -65,12 +67,17 @@ func (s *Server) takeOver(w http.ResponseWriter, r *http.Request) {
 		problemf(http.StatusNotFound, ReasonBadRequest, "no session mode %q; use console, vnc or ssh", r.PathValue("mode")).write(w)
 		return
 	}
-	user, _, p := s.who(r, m.access(ns, name))
+	user, _, p := s.who(r, auth.KubeVirtAccess(m.action, ns, name)...)
 	if p != nil {
 		p.write(w)
 		return
 	}
-	key := session.Key{Namespace: ns, Name: name, Mode: m.name}
+	tgt, p := resolve(r.Context(), s.deps.Reader, ns, name, true, m)
+	if p != nil {
+		p.write(w)
+		return
+	}
+	key := session.Key{Namespace: ns, Name: name, Mode: m.name, VMI: tgt.VMI.UID}
 	err := s.deps.Sessions.TakeOver(r.Context(), key, user.Name)
 	var held *session.HeldError
 	switch {
@@ -93,7 +100,7 @@ func (s *Server) restart(w http.ResponseWriter, r *http.Request) {
 		p.write(w)
 		return
 	}
-	user, _, p := s.who(r, auth.RestartAccess(ns, name))
+	user, _, p := s.who(r, auth.KubeVirtAccess(auth.Restart, ns, name)...)
 	if p != nil {
 		p.write(w)
 		return

@@ -36,18 +36,24 @@ func (s *Server) openSSH(ctx context.Context, client *relay.WS, tgt target, log 
 	return up, filter, end
 }
 
-// dialSSH opens SSH to the guest with the client's hello.
+// dialSSH opens SSH to the guest, at its launcher pod's address, with the
+// client's hello.
 func (s *Server) dialSSH(ctx context.Context, hello sshbridge.Hello, tgt target, log logr.Logger) (relay.Endpoint, relay.ClientFilter, *relay.Ending) {
-	addr := guestAddress(tgt.VMI)
-	if addr == "" {
-		return nil, nil, &relay.Ending{Code: relay.CodeSSHUnreachable, Reason: "the VM reports no IP address yet; is the guest agent or network up?"}
+	// The launcher pod's address, never one the guest reports (launcher.go).
+	addr, err := findLauncher(ctx, s.deps.Reader, tgt.VMI)
+	switch {
+	case errors.Is(err, ErrNoLauncher):
+		return nil, nil, &relay.Ending{Code: relay.CodeSSHUnreachable, Reason: "the VM's virt-launcher pod has no address yet; try again once it runs"}
+	case err != nil:
+		log.Error(err, "find the launcher pod")
+		return nil, nil, &relay.Ending{Code: relay.CodeUpstreamClosed, Reason: "could not find the VM's pod; try again"}
 	}
 	ref := sshbridge.VMRef{Namespace: tgt.VMI.Namespace, Name: tgt.VMI.Name}
 	if tgt.VM != nil {
 		ref.UID = tgt.VM.UID
 	}
 	sess, err := sshbridge.Dial(ctx, sshbridge.DialOptions{
-		Addr:     net.JoinHostPort(addr, strconv.Itoa(s.opts.SSHPort)),
+		Addr:     net.JoinHostPort(addr.String(), strconv.Itoa(s.opts.SSHPort)),
 		Hello:    &hello,
 		VM:       ref,
 		HostKeys: s.deps.HostKeys,

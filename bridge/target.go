@@ -99,14 +99,3 @@ func readProblem(err error, kind, namespace, name string) *Problem {
 	}
 	return problemf(http.StatusBadGateway, ReasonUpstream, "could not read %s %s/%s from the API server", kind, namespace, name)
 }
-
-// guestAddress is where SSH goes: the first interface address KubeVirt
-// reports (from the guest agent or the pod network).
-func guestAddress(vmi *kubevirtv1.VirtualMachineInstance) string {
-	for _, i := range vmi.Status.Interfaces {
-		if i.IP != "" {
-			return i.IP
-		}
-	}
-	return ""
-}

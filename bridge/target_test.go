@@ -71,15 +71,6 @@ func checkProblem(t *testing.T, p *Problem, wantStatus int, wantReason string) {
 	}
 }
 
-func TestGuestAddressIsTheFirstReported(t *testing.T) {
-	vmi := &kubevirtv1.VirtualMachineInstance{Status: kubevirtv1.VirtualMachineInstanceStatus{
-		Interfaces: []kubevirtv1.VirtualMachineInstanceNetworkInterface{{Name: "a"}, {Name: "b", IP: "10.0.0.7"}, {Name: "c", IP: "10.0.0.8"}},
-	}}
-	if got := guestAddress(vmi); got != "10.0.0.7" {
-		t.Fatalf("guestAddress = %q", got)
-	}
-}
-
 // FuzzTakeOverAsked holds the take-over decision to its rules for any
 // query: KubeVirt's preserveSession counts only on its VNC path, and only a
 // take-over takes the display.

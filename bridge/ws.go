@@ -87,7 +87,7 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, m mode, byVM bool)
 		s.refuse(w, r, m, auth.Credential{}, p)
 		return nil
 	}
-	user, cred, p := s.who(r, m.access(ns, name))
+	user, cred, p := s.who(r, auth.KubeVirtAccess(m.action, ns, name)...)
 	if p != nil {
 		s.refuse(w, r, m, cred, p)
 		return nil
@@ -98,7 +98,9 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, m mode, byVM bool)
 		return nil
 	}
 	takeover, takeDisplay := takeOverAsked(r, m, byVM)
-	sess, p := s.acquire(r.Context(), session.Key{Namespace: ns, Name: name, Mode: m.name}, user.Name, takeover)
+	// resolve has read the VMI: a Lease is only ever written for one that
+	// exists, and names its uid.
+	sess, p := s.acquire(r.Context(), session.Key{Namespace: ns, Name: name, Mode: m.name, VMI: tgt.VMI.UID}, user.Name, takeover)
 	if p != nil {
 		s.refuse(w, r, m, cred, p)
 		return nil

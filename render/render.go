@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -82,12 +81,17 @@ type Verdict struct {
 	// Namespace and Name identify it.
 	Namespace, Name string
 	// Managed is true for a VirtualMachine the webhooks act on.
-	Managed  bool
+	Managed bool
+	// Warnings are the admission's warnings, as the webhooks answer them.
 	Warnings []string
 	Denied   field.ErrorList
-	// Secrets the webhook would write for the VM (the per-VM SSH keys and
-	// merged user-data Secrets).
+	// Secrets the reconcilers would write for the VM once stored (the
+	// per-VM SSH keys and merged user-data Secrets).
 	Secrets []Object
+	// Events are the Warning Events the reconcilers would emit on the VM
+	// once stored, instead of writing a Secret: the webhook cannot warn of
+	// them, as it reads no Secret.
+	Events []string
 }
 
 // Render admits each manifest in order, as the API server would with the
@@ -241,13 +245,6 @@ func render(ctx context.Context, opts Options) ([]Verdict, *diskWorld, error) {
 			out = append(out, v)
 			continue
 		}
-		if denied, err := secretVerdict(ctx, static, in, res.Secrets, existing); err != nil {
-			return nil, nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
-		} else if len(denied) > 0 {
-			v.Denied, v.Object = denied, nil
-			out = append(out, v)
-			continue
-		}
 		if generated != "" {
 			// The API server names the object after the mutating webhooks.
 			res.Object = withName(res.Object, generated)
@@ -269,58 +266,19 @@ func render(ctx context.Context, opts Options) ([]Verdict, *diskWorld, error) {
 				continue
 			}
 		}
-		for _, w := range res.Secrets {
-			sec, err := toObject(readableSecret(w.Secret))
-			if err != nil {
-				return nil, nil, err
-			}
-			v.Secrets = append(v.Secrets, sec)
-		}
 		admitted, err := typedVM(res.Object, vm.Namespace)
 		if err != nil {
 			return nil, nil, fmt.Errorf("manifest %d (%s): re-read mutated object: %w", i+1, key, err)
 		}
+		secrets, warnings, err := reconciledSecrets(ctx, static, admitted, existing)
+		if err != nil {
+			return nil, nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
+		}
+		v.Secrets, v.Events = secrets, warnings
 		add(admitted)
 		out = append(out, v)
 	}
 	return out, world, nil
-}
-
-// secretVerdict is the webhook's verdict on writing the Secrets an
-// admission needs over those that exist (mutate.CheckExistingSecret): a
-// Secret of that name that is not Virtstation's, or that belongs to another
-// live VM, denies the VM.
-func secretVerdict(ctx context.Context, c *mutate.StaticCluster, in mutate.Input, writes []mutate.SecretWrite, vms map[string]*kubevirtv1.VirtualMachine) (field.ErrorList, error) {
-	// The Secrets' owner is the VM as stored, as in the webhook.
-	owner := in.VM
-	if owner.UID == "" && in.OldVM != nil {
-		o := *in.VM
-		o.UID = in.OldVM.UID
-		owner = &o
-	}
-	for _, w := range writes {
-		cur, err := c.Secret(ctx, w.Secret.Namespace, w.Secret.Name)
-		if err != nil {
-			return nil, err
-		}
-		if cur == nil {
-			continue
-		}
-		_, err = mutate.CheckExistingSecret(cur, owner, func(name string) (types.UID, bool, error) {
-			vm, ok := vms[cur.Namespace+"/"+name]
-			if !ok {
-				return "", false, nil
-			}
-			return vm.UID, true, nil
-		})
-		if denied, ok := mutate.SecretDenial(w, err); ok {
-			return denied, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return nil, nil
 }
 
 func isVM(obj Object) bool {

@@ -6,12 +6,13 @@
 // authorized_keys line a line, for every VM in its namespace. A managed VM
 // with the virtstation.io/ssh-user annotation and qemuGuestAgent propagation
 // (the default) reads its keys from the Secret "<vm>-ssh-keys", data key
-// "authorized_keys". The mutating webhook creates that Secret at admission,
-// so it exists before the first start, but cannot make the VM its owner: on
-// CREATE the VM has no UID yet. The Reconciler here adopts the Secret, makes
-// the VM its controller owner, and rewrites its data whenever a key Secret is
-// added, changed or deleted, so additions, rotations and deletions reach
-// running guests live. A Secret of that name that virtstation does not manage
+// "authorized_keys". The mutating webhook only points the VM at that Secret;
+// it writes nothing. The Reconciler here writes the Secret once the VM is
+// stored, with the VM as its controller owner (the VM's first start waits
+// for it: KubeVirt mounts it), and rewrites its data whenever a key Secret
+// is added, changed or deleted, so additions, rotations and deletions reach
+// running guests live. A Secret of that name without an owner, as earlier
+// versions of the webhook created, is adopted. A Secret of that name that virtstation does not manage
 // is never touched; the VM gets a Warning Event instead.
 //
 // The decisions (which lines are keys, what the Secret should hold, whether an

@@ -12,6 +12,8 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/virtstation/virtstation/vmsecret"
 )
 
 // Event reasons.
@@ -119,21 +121,21 @@ func (r *Reconciler) sync(ctx context.Context, vm *kubevirtv1.VirtualMachine, de
 		return ctrl.Result{}, fmt.Errorf("get secret %s: %w", desired.Name, err)
 	}
 
-	own, why := classify(&cur, vm)
+	own, why := vmsecret.Classify(&cur, vm)
 	switch own {
-	case foreign:
+	case vmsecret.Foreign:
 		if r.memo.takenNews(vmKey, vm.UID, &cur) {
 			r.Recorder.Eventf(vm, &cur, corev1.EventTypeWarning, ReasonSecretTaken, eventAction,
 				"Secret %s exists and virtstation does not manage it (%s), so SSH keys are not propagated to this VM; rename or delete that Secret", cur.Name, why)
 		}
 		return ctrl.Result{RequeueAfter: recheckTaken}, nil
-	case previousVM:
+	case vmsecret.PreviousVM:
 		log.V(1).Info("secret still belongs to a deleted VM of the same name; waiting for garbage collection")
 		return ctrl.Result{RequeueAfter: recheckTaken}, nil
 	}
 	r.memo.forgetTaken(vmKey)
 
-	next, changed := update(&cur, desired)
+	next, changed := vmsecret.Update(&cur, desired)
 	if !changed {
 		return ctrl.Result{}, nil
 	}
@@ -143,7 +145,7 @@ func (r *Reconciler) sync(ctx context.Context, vm *kubevirtv1.VirtualMachine, de
 		return ctrl.Result{}, fmt.Errorf("update secret %s: %w", desired.Name, err)
 	}
 	verb := "updated"
-	if own == adoptable {
+	if own == vmsecret.Adoptable {
 		verb = "adopted"
 	}
 	log.V(1).Info(verb+" ssh key secret", "keys", n)

@@ -4,11 +4,11 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/vmsecret"
 )
 
 // DataKey is the key holding the keys in the per-VM Secret.
@@ -46,18 +46,5 @@ func Render(keys []string) []byte {
 // set), so the Secret is garbage-collected with the VM; without one (a VM
 // not yet created) there is no owner reference.
 func Desired(vm *kubevirtv1.VirtualMachine, keys []string) *corev1.Secret {
-	s := &corev1.Secret{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: vm.Namespace,
-			Name:      SecretName(vm.Name),
-			Labels:    map[string]string{api.LabelManagedBy: api.ManagedByValue},
-		},
-		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{DataKey: Render(keys)},
-	}
-	if vm.UID != "" {
-		s.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(vm, kubevirtv1.VirtualMachineGroupVersionKind)}
-	}
-	return s
+	return vmsecret.New(vm, SecretName(vm.Name), map[string][]byte{DataKey: Render(keys)})
 }

@@ -2,23 +2,19 @@ package sshkeys
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/vmsecret"
 )
 
 // ControllerName names the controller in logs and metrics.
@@ -34,29 +30,15 @@ const ControllerName = "ssh-keys"
 //     put back. The manager's cache may then be restricted to key Secrets
 //     (KeySecretSelector) without hiding the per-VM ones.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	owned, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient:           mgr.GetHTTPClient(),
-		Scheme:               mgr.GetScheme(),
-		Mapper:               mgr.GetRESTMapper(),
-		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{api.LabelManagedBy: api.ManagedByValue}),
-		DefaultTransform:     cache.TransformStripManagedFields(),
-	})
+	owned, err := vmsecret.OwnedSource(mgr)
 	if err != nil {
-		return fmt.Errorf("create cache for per-vm secrets: %w", err)
+		return err
 	}
-	// Started with the controller, on the leader only.
-	if err := mgr.Add(owned); err != nil {
-		return fmt.Errorf("add cache for per-vm secrets: %w", err)
-	}
-	secretMeta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
-	toOwner := handler.TypedEnqueueRequestForOwner[*metav1.PartialObjectMetadata](
-		mgr.GetScheme(), mgr.GetRESTMapper(), &kubevirtv1.VirtualMachine{}, handler.OnlyControllerOwner())
-
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&kubevirtv1.VirtualMachine{}, builder.WithPredicates(managedVM(), vmSettingsChanged())).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.vmsWantingKeys), builder.WithPredicates(keySecretEvents())).
-		WatchesRawSource(source.Kind(owned, secretMeta, toOwner)).
+		WatchesRawSource(owned).
 		Complete(r)
 }
 

@@ -3,6 +3,8 @@ package webhooks
 import (
 	"crypto/tls"
 
+	"github.com/prometheus/client_golang/prometheus"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
@@ -24,20 +26,37 @@ type ServerOptions struct {
 	// certificate may carry, as its subject common name or a DNS name; any
 	// other certificate from the CA is refused.
 	ClientNames []string
+	// MaxInFlight is how many admissions the server works on at once (see
+	// InFlight); 0 means DefaultMaxInFlight.
+	MaxInFlight int
+	// Metrics, when set, is where the admission limit's metric is
+	// registered (controller-runtime's metrics.Registry in the binary).
+	Metrics prometheus.Registerer
 }
 
 // NewServer returns the webhook server: TLS 1.2 or newer, certificates read
-// from CertDir and hot-reloaded by controller-runtime's certwatcher, and,
-// with ClientCA, client certificates required.
+// from CertDir and hot-reloaded by controller-runtime's certwatcher, with
+// ClientCA client certificates required, and every handler registered on
+// it behind one InFlight limit of MaxInFlight admissions.
+// A metric that cannot be registered (Metrics already has it) is logged
+// and left out: the limit itself holds.
 func NewServer(o ServerOptions) webhook.Server {
 	opts := []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}
 	if o.ClientCA != nil {
 		opts = append(opts, func(c *tls.Config) { requireClientCert(c, o.ClientCA, o.ClientNames) })
 	}
-	return webhook.NewServer(webhook.Options{
-		Host:    o.Host,
-		Port:    o.Port,
-		CertDir: o.CertDir,
-		TLSOpts: opts,
-	})
+	limit, err := NewInFlight(o.MaxInFlight, o.Metrics)
+	if err != nil {
+		logf.Log.WithName("webhook-limit").Error(err, "admission limit metric not exported")
+		limit, _ = NewInFlight(o.MaxInFlight, nil) // cannot fail without a registry
+	}
+	return limitedServer{
+		Server: webhook.NewServer(webhook.Options{
+			Host:    o.Host,
+			Port:    o.Port,
+			CertDir: o.CertDir,
+			TLSOpts: opts,
+		}),
+		limit: limit,
+	}
 }

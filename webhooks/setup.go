@@ -1,7 +1,6 @@
 package webhooks
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -26,10 +25,10 @@ import (
 	"github.com/virtstation/virtstation/disks"
 	"github.com/virtstation/virtstation/policyreport"
 	"github.com/virtstation/virtstation/sshkeys"
+	"github.com/virtstation/virtstation/userdata"
 	"github.com/virtstation/virtstation/webhooks/audit"
 	"github.com/virtstation/virtstation/webhooks/mutate"
 	"github.com/virtstation/virtstation/webhooks/mutate/report"
-	"github.com/virtstation/virtstation/webhooks/mutate/secretgc"
 	"github.com/virtstation/virtstation/webhooks/provenance"
 	"github.com/virtstation/virtstation/webhooks/validate"
 )
@@ -47,20 +46,6 @@ func NewScheme() *runtime.Scheme {
 	return s
 }
 
-// Secret sweeping: a Secret written for an admission that was then rejected
-// gets DefaultSweepGrace to see its VM appear before it is deleted; the
-// Sweeper looks every DefaultSweepEvery, so such a Secret goes between 10
-// and 15 minutes after it was written.
-const (
-	// DefaultSweepGrace is far longer than any admission takes (the
-	// webhooks time out after 5 s, the API server's request after 60 s),
-	// so a Secret is never swept while its VM is still being admitted.
-	DefaultSweepGrace = 10 * time.Minute
-	// DefaultSweepEvery is how often the Sweeper lists Virtstation's
-	// Secrets: one list across the cluster per period.
-	DefaultSweepEvery = 5 * time.Minute
-)
-
 // policyEvalTimeout bounds one Rego evaluation, well below the webhook's
 // 5 s timeout so a slow policy is a clear denial naming the module (found by
 // a profiled re-run of at most 0.2 s), not an API server timeout. It is ten
@@ -75,12 +60,6 @@ type Options struct {
 	// ClaimGrace is how long a disk claim holds before its VM exists; a
 	// claim by a VM that never appears is released after it.
 	ClaimGrace time.Duration
-	// SweepGrace is how old a per-VM Secret without an owner and without
-	// its VM must be before the Sweeper deletes it; 0 means
-	// DefaultSweepGrace.
-	SweepGrace time.Duration
-	// SweepEvery is the Sweeper's period; 0 means DefaultSweepEvery.
-	SweepEvery time.Duration
 	// AuditInterval is how often the policy audit audits each namespace
 	// again; 0 means audit.DefaultInterval.
 	AuditInterval time.Duration
@@ -131,9 +110,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 
 	cluster := mutate.CacheCluster{
 		Lookup: disks.Cache{Reader: mgr.GetCache(), NoDataVolumes: !cdi},
-		Reader: mgr.GetCache(), APIReader: mgr.GetAPIReader(),
-		CollectKeys: func(s []corev1.Secret) []string { keys, _ := sshkeys.Collect(s); return keys },
-		NoKubeVirt:  !kv,
+		Reader: mgr.GetCache(), NoKubeVirt: !kv,
 	}
 	verifier := provenance.Verifier{Reader: mgr.GetAPIReader()}
 	srv := mgr.GetWebhookServer()
@@ -141,10 +118,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	register := func(path string, h admission.Handler) {
 		srv.Register(path, RequireAdmissionReview(&webhook.Admission{Handler: h}))
 	}
-	register(mutate.Path, mutate.NewHandler(cluster,
-		mutate.WithSecretWriter(mutate.ClientSecretWriter{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}),
-		mutate.WithRequestVerifier(verifier),
-		mutate.WithPolicyRevision(engine.Revision), mutate.WithDryRunMetrics(mutate.DefaultDryRunMetrics())))
+	register(mutate.Path, mutate.NewHandler(cluster, mutate.WithPolicyRevision(engine.Revision)))
 	register(validate.VMPath, &validate.VMHandler{
 		Engine: engine, Modes: modes, Client: mgr.GetClient(), Verifier: verifier, DryRun: policyMetrics.DryRunViolation,
 		Recorder: mgr.GetEventRecorder("virtstation-policy"), Metrics: policyMetrics,
@@ -165,9 +139,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := reporter.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up injection reporter: %w", err)
 	}
-	adopter := &secretgc.Adopter{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
-	if err := adopter.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("set up secret adopter: %w", err)
+	userData := &userdata.Reconciler{
+		Client: mgr.GetClient(), Reader: mgr.GetCache(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder("virtstation-user-data"),
+	}
+	if err := userData.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up user-data sync: %w", err)
 	}
 	auditor, err := newAuditor(mgr, opts, engine, modes, validate.Snapshotter{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), NoDataVolumes: !cdi, Grace: opts.ClaimGrace})
 	if err != nil {
@@ -197,14 +174,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := sshKeys.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up ssh key sync: %w", err)
 	}
-	if err := mgr.Add(&secretgc.Sweeper{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Suffixes: []string{mutate.UserDataSecretName(""), sshkeys.SecretName("")},
-		Grace:    cmp.Or(opts.SweepGrace, DefaultSweepGrace), Every: cmp.Or(opts.SweepEvery, DefaultSweepEvery),
-	}); err != nil {
-		return fmt.Errorf("add secret sweeper: %w", err)
-	}
-
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}

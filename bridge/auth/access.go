@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	authzv1 "k8s.io/api/authorization/v1"
@@ -10,10 +11,11 @@ import (
 )
 
 // Attributes is one question to RBAC: may the user do Verb on Group's
-// Resource/Subresource named Name in Namespace?
+// Resource/Subresource named Name in Namespace? Version is passed on as
+// KubeVirt passes it; RBAC ignores it.
 type Attributes struct {
-	Namespace, Name                    string
-	Verb, Group, Resource, Subresource string
+	Namespace, Name                             string
+	Verb, Group, Version, Resource, Subresource string
 	// Path, when set, makes it a question about a non-resource URL
 	// (/metrics): only Verb counts besides it.
 	Path string
@@ -38,32 +40,6 @@ func (a Attributes) String() string {
 	}
 	return fmt.Sprintf("%s on %s in API group %s", a.Verb, res, group)
 }
-
-// subresourcesGroup is KubeVirt's API group for console, VNC and restart.
-const subresourcesGroup = "subresources.kubevirt.io"
-
-// ConsoleAccess is what virtctl console needs; the bridge's SSH leg needs the
-// same, because SSH reaches the same guest shell.
-func ConsoleAccess(namespace, name string) Attributes {
-	return Attributes{Namespace: namespace, Name: name, Verb: "get", Group: subresourcesGroup, Resource: "virtualmachineinstances", Subresource: "console"}
-}
-
-// VNCAccess is what virtctl vnc needs.
-func VNCAccess(namespace, name string) Attributes {
-	return Attributes{Namespace: namespace, Name: name, Verb: "get", Group: subresourcesGroup, Resource: "virtualmachineinstances", Subresource: "vnc"}
-}
-
-// RestartAccess is what virtctl restart needs.
-func RestartAccess(namespace, name string) Attributes {
-	return Attributes{Namespace: namespace, Name: name, Verb: "update", Group: subresourcesGroup, Resource: "virtualmachines", Subresource: "restart"}
-}
-
-// ScreenshotAccess is what virtctl vnc screenshot needs. KubeVirt's roles
-// list virtualmachineinstances/vnc/screenshot, but the API server takes
-// only the first path segment after the name as the subresource, so what it
-// enforces for …/vnc/screenshot is get on virtualmachineinstances/vnc; the
-// bridge asks the same question.
-func ScreenshotAccess(namespace, name string) Attributes { return VNCAccess(namespace, name) }
 
 // VMIAccess is what reading a VMI needs (virtctl vnc reads it to warn about
 // a paused VM).
@@ -101,6 +77,21 @@ func (e *ForbiddenError) Error() string {
 	return fmt.Sprintf("user %q may not do this on %s/%s: it needs %s (the same RBAC as virtctl)", e.User, e.Attr.Namespace, e.Attr.Name, e.Attr)
 }
 
+// AuthorizeAll asks about each of attrs in turn and returns the first
+// refusal or failure, as Authorize does; nil means every one is allowed.
+// It asks at least once: an empty attrs is a programming error.
+func (z *Authorizer) AuthorizeAll(ctx context.Context, u User, attrs []Attributes) error {
+	if len(attrs) == 0 {
+		return errors.New("no access to review")
+	}
+	for _, a := range attrs {
+		if err := z.Authorize(ctx, u, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Authorize returns nil when u may do a, a *ForbiddenError when RBAC says
 // no, and another error when the API server could not be asked.
 func (z *Authorizer) Authorize(ctx context.Context, u User, a Attributes) error {
@@ -114,7 +105,7 @@ func (z *Authorizer) Authorize(ctx context.Context, u User, a Attributes) error 
 	} else {
 		spec.ResourceAttributes = &authzv1.ResourceAttributes{
 			Namespace: a.Namespace, Name: a.Name, Verb: a.Verb,
-			Group: a.Group, Resource: a.Resource, Subresource: a.Subresource,
+			Group: a.Group, Version: a.Version, Resource: a.Resource, Subresource: a.Subresource,
 		}
 	}
 	sar, err := z.reviews.Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})

@@ -68,7 +68,7 @@ func TestAuthenticateAndAuthorizeAgainstTheAPIServer(t *testing.T) {
 	}
 
 	authz := auth.NewAuthorizer(kube.AuthorizationV1().SubjectAccessReviews())
-	err = authz.Authorize(ctx, u, auth.ConsoleAccess("team-a", "ws1"))
+	err = authz.AuthorizeAll(ctx, u, auth.KubeVirtAccess(auth.Console, "team-a", "ws1"))
 	var fe *auth.ForbiddenError
 	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "get on virtualmachineinstances/console in API group subresources.kubevirt.io") {
 		t.Fatalf("before any RBAC: err = %v, want a ForbiddenError naming the permission", err)
@@ -78,16 +78,16 @@ func TestAuthenticateAndAuthorizeAgainstTheAPIServer(t *testing.T) {
 	// The API server's RBAC authorizer reads roles from an informer: allow it
 	// a moment to see the new binding.
 	deadline := time.Now().Add(5 * time.Second)
-	for err = authz.Authorize(ctx, u, auth.ConsoleAccess("team-a", "ws1")); err != nil && time.Now().Before(deadline); err = authz.Authorize(ctx, u, auth.ConsoleAccess("team-a", "ws1")) {
+	for err = authz.AuthorizeAll(ctx, u, auth.KubeVirtAccess(auth.Console, "team-a", "ws1")); err != nil && time.Now().Before(deadline); err = authz.AuthorizeAll(ctx, u, auth.KubeVirtAccess(auth.Console, "team-a", "ws1")) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if err != nil {
 		t.Fatalf("with the console role: %v", err)
 	}
-	if err := authz.Authorize(ctx, u, auth.VNCAccess("team-a", "ws1")); !errors.As(err, &fe) {
+	if err := authz.AuthorizeAll(ctx, u, auth.KubeVirtAccess(auth.VNC, "team-a", "ws1")); !errors.As(err, &fe) {
 		t.Fatalf("console role must not open VNC: err = %v", err)
 	}
-	if err := authz.Authorize(ctx, u, auth.ConsoleAccess("team-b", "ws1")); !errors.As(err, &fe) {
+	if err := authz.AuthorizeAll(ctx, u, auth.KubeVirtAccess(auth.Console, "team-b", "ws1")); !errors.As(err, &fe) {
 		t.Fatalf("the role is namespaced: err = %v", err)
 	}
 }

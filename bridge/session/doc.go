@@ -14,6 +14,7 @@
 //	             virtstation.io/vm-name:      <vm>
 //	             virtstation.io/mode:         <mode>
 //	             virtstation.io/user:         <holder's user name, from TokenReview>
+//	             virtstation.io/vmi-uid:      <uid of the VMI the bridge read before writing>
 //	             virtstation.io/incarnation:  <the holding replica's heartbeat incarnation>
 //	             virtstation.io/taken-over-from: <holder identity a take-over displaced>
 //	spec:        holderIdentity:       <replica>/<session id>, or reserved/<user>, or empty
@@ -36,7 +37,10 @@
 //
 // The names are valid DNS-1123 names whatever the VM or replica is called;
 // the vm label lets List find a VM's Leases, and the annotations say, in
-// plain words, whose slot it is.
+// plain words, whose slot it is. The bridge writes a slot's Lease only
+// after reading the VMI it reaches, so Leases are bounded by the VMs that
+// exist; the Lease cannot be owned by the VMI, which lives in another
+// namespace, so the janitor deletes the Leases of deleted VMs instead.
 //
 // # Who gets the slot
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -13,6 +14,12 @@ import (
 type Key struct {
 	Namespace, Name string
 	Mode            string
+	// VMI is the uid of the VMI the session reaches, which the caller has
+	// read: it is recorded on the Lease (virtstation.io/vmi-uid). It is not
+	// part of the slot's identity: a slot outlives a VM's restarts. (The
+	// Lease cannot have the VMI as its owner: it lives in the bridge's
+	// namespace, and owner references cannot cross namespaces.)
+	VMI types.UID
 }
 
 // String reads like "console session of ns/vm".

@@ -17,6 +17,7 @@ const (
 	annName          = "virtstation.io/vm-name"
 	annMode          = "virtstation.io/mode"
 	annUser          = "virtstation.io/user"
+	annVMIUID        = "virtstation.io/vmi-uid"
 	annTakenOverFrom = "virtstation.io/taken-over-from"
 	// annIncarnation, on a session Lease, names the incarnation of the
 	// holding replica's heartbeat that keeps it; on a heartbeat Lease, the
@@ -64,6 +65,9 @@ func claimLease(cur *coordinationv1.Lease, namespace string, k Key, holder holde
 	l.Annotations[annName] = k.Name
 	l.Annotations[annMode] = k.Mode
 	l.Annotations[annUser] = user
+	if k.VMI != "" {
+		l.Annotations[annVMIUID] = string(k.VMI)
+	}
 	if incarnation != "" {
 		l.Annotations[annIncarnation] = incarnation
 	} else {

@@ -113,6 +113,10 @@ func bootGuest(ctx context.Context, env *testenv.Env, stack *bridgestack.Stack, 
 	g := &bootedGuest{machine: m, dir: dir, sshPort: port, started: time.Now(), log: out}
 	stack.VirtAPI.Register(demoNamespace, demoVM, virthandler.Target{Console: m.SerialSocket, VNC: m.VNCSocket, QMP: m.QMPSocket})
 	vmi.Status = runningStatus(vmi, "127.0.0.1")
+	// The bridge's SSH dials the launcher pod's address, never the guest's.
+	if err := bridgestack.Launch(ctx, env.Client, vmi, "127.0.0.1"); err != nil {
+		return nil, errors.Join(fmt.Errorf("start the launcher pod of %s/%s: %w", demoNamespace, demoVM, err), g.stop(ctx))
+	}
 	// The VMI CRD has no status subresource here: Update writes it.
 	if err := env.Client.Update(ctx, vmi); err != nil {
 		return nil, errors.Join(fmt.Errorf("write the status of the VMI %s/%s: %w", demoNamespace, demoVM, err), g.stop(ctx))

@@ -91,6 +91,9 @@ func runRender(ctx context.Context, args []string, s streams) int {
 		for _, w := range v.Warnings {
 			fmt.Fprintf(s.err, "warning: %s/%s: %s\n", v.Namespace, v.Name, w)
 		}
+		for _, e := range v.Events {
+			fmt.Fprintf(s.err, "event: %s/%s: %s\n", v.Namespace, v.Name, e)
+		}
 		for _, d := range v.Denied {
 			fmt.Fprintf(s.err, "denied: %s/%s: %s\n", v.Namespace, v.Name, d.Error())
 			code = exitDenied

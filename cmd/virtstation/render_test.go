@@ -36,7 +36,9 @@ func TestRender(t *testing.T) {
 		// webhook denies, and so does render (it printed a replacement).
 		"foreign-userdata-secret":         {args: []string{"-f", "foreign-userdata.yaml"}, wantCode: exitDenied},
 		"foreign-userdata-secret-cluster": {args: []string{"-f", "vm-userdata-ref.yaml", "--objects", "foreign-userdata.yaml"}, wantCode: exitDenied},
-		"foreign-ssh-keys-secret":         {args: []string{"-f", "foreign-ssh-keys.yaml"}, wantCode: exitDenied},
+		// The webhook reads no Secret: a foreign keys Secret is the
+		// reconciler's to report, and render warns.
+		"foreign-ssh-keys-secret": {args: []string{"-f", "foreign-ssh-keys.yaml"}, wantCode: exitOK},
 		// generateName VMs are previewed with the suffix the API server would add.
 		"generate-name":           {args: []string{"-f", "generate-name.yaml", "--generate-name-suffix", "x7k2q"}, wantCode: exitOK},
 		"generate-name-no-suffix": {args: []string{"-f", "generate-name.yaml"}, wantCode: exitBadInput},

@@ -4,13 +4,14 @@ package main
 
 import (
 	"flag"
+	"math"
 	"os"
 	"strings"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/virtstation/virtstation/certs"
 	"github.com/virtstation/virtstation/claims"
@@ -23,6 +24,9 @@ func main() {
 		port        int
 		certDir     string
 		metricsAddr string
+		metricsTLS  bool
+		maxInFlight int
+		headroom    int
 		probeAddr   string
 		leaderElect bool
 		leaderNS    string
@@ -37,7 +41,9 @@ func main() {
 	)
 	flag.IntVar(&port, "webhook-port", 9443, "port the webhook server listens on")
 	flag.StringVar(&certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory with tls.crt and tls.key; reloaded when they change")
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint (0 disables it)")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint (0 disables it); callers need a bearer token whose user may get the non-resource URL /metrics (TokenReview and SubjectAccessReview)")
+	flag.BoolVar(&metricsTLS, "metrics-secure", true, "serve /metrics over HTTPS with a self-signed certificate; false serves plain HTTP, still authenticated")
+	flag.IntVar(&maxInFlight, "max-in-flight-admissions", webhooks.DefaultMaxInFlight, "admissions one replica works on at once; more wait up to a second, then are denied with 429. One at the object size limit (1.5 MiB) peaks at 7 to 19 MiB of heap: raise it only with the memory limit")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "run the reconcilers on one replica at a time (webhooks serve on every replica)")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace)")
@@ -53,13 +59,22 @@ func main() {
 	flag.DurationVar(&auditEvery, "audit-interval", audit.DefaultInterval, "how often the policy audit re-evaluates every managed VM when nothing changed (changes to VMs, data disks, policies and modes are audited at once)")
 	flag.BoolVar(&reports, "policy-reports", true, "publish the policy audit's results as wgpolicyk8s.io/v1alpha2 PolicyReports, one per namespace (needs the CRD)")
 	flag.BoolVar(&openReports, "open-reports", false, "also publish them as openreports.io/v1alpha1 Reports (needs the CRD)")
+	flag.IntVar(&headroom, "memory-limit-headroom", defaultMemoryLimitHeadroom, "percentage by which to lower the Go runtime's memory limit when GOMEMLIMIT is set (the chart sets it to the container's memory limit), for memory the runtime does not count")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
+	memBefore, memAfter, err := applyMemoryLimitHeadroom(headroom)
+	if err != nil {
+		log.Error(err, "memory limit")
+		os.Exit(1)
+	}
+	if memBefore != math.MaxInt64 {
+		log.Info("Go memory limit", "GOMEMLIMIT", memBefore, "applied", memAfter, "headroomPercent", headroom)
+	}
 
-	serverOpts := webhooks.ServerOptions{Port: port, CertDir: certDir}
+	serverOpts := webhooks.ServerOptions{Port: port, CertDir: certDir, MaxInFlight: maxInFlight, Metrics: ctrlmetrics.Registry}
 	if clientCA != "" {
 		ca, err := webhooks.LoadClientCA(clientCA)
 		if err != nil {
@@ -80,7 +95,7 @@ func main() {
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  webhooks.NewScheme(),
 		Cache:                   webhooks.CacheOptions(namespace),
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                 metricsOptions(metricsAddr, metricsTLS),
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "virtstation-webhook",
@@ -108,7 +123,7 @@ func main() {
 		log.Error(err, "set up certificates")
 		os.Exit(1)
 	}
-	log.Info("starting", "webhookPort", port, "certDir", certDir, "clientCAFile", clientCA, "clientAllowedNames", serverOpts.ClientNames)
+	log.Info("starting", "webhookPort", port, "maxInFlightAdmissions", maxInFlight, "certDir", certDir, "clientCAFile", clientCA, "clientAllowedNames", serverOpts.ClientNames)
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "manager stopped")
 		os.Exit(1)

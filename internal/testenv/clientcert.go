@@ -34,9 +34,9 @@ const webhookClientValidity = 24 * time.Hour
 type StartOption func(*startOptions)
 
 type startOptions struct {
-	webhookClientCerts bool
-	defaultArch        string
-	noAudit            bool
+	noWebhookClientCerts bool
+	defaultArch          string
+	noAudit              bool
 }
 
 // WithoutAudit starts the webhook manager without the policy audit, so a
@@ -50,9 +50,17 @@ func WithoutAudit() StartOption {
 // one: kube-apiserver starts with --admission-control-config-file, an
 // AdmissionConfiguration whose WebhookAdmission configuration, for both
 // webhook admission plugins, names a kubeConfigFile with a certificate from
-// a CA generated for this Env. Env.WebhookClient holds that PKI.
+// a CA generated for this Env. Env.WebhookClient holds that PKI. This is
+// the default, as the security model asks of the tests and the demo; the
+// option stays for callers that depend on it.
 func WithWebhookClientCerts() StartOption {
-	return func(o *startOptions) { o.webhookClientCerts = true }
+	return func(o *startOptions) { o.noWebhookClientCerts = false }
+}
+
+// WithoutWebhookClientCerts starts the webhook server without requiring
+// client certificates and the API server without presenting one.
+func WithoutWebhookClientCerts() StartOption {
+	return func(o *startOptions) { o.noWebhookClientCerts = true }
 }
 
 // WebhookClientPKI is the PKI WithWebhookClientCerts sets up.

@@ -3,9 +3,11 @@ package testenv
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,13 +40,6 @@ const KubeVirtNamespace = "kubevirt"
 // claims can be observed quickly.
 const ClaimGrace = 3 * time.Second
 
-// SweepGrace and SweepEvery make the Secret Sweeper observable in tests;
-// the grace still leaves slack for an admission on a loaded machine.
-const (
-	SweepGrace = 5 * time.Second
-	SweepEvery = time.Second
-)
-
 // AuditInterval is the policy audit's interval: short, so tests see its
 // resyncs (and that they write nothing).
 const AuditInterval = 2 * time.Second
@@ -68,7 +63,7 @@ type Env struct {
 	// the stand-in virt-api can be registered (RegisterSubresourceAPI).
 	FrontProxy *FrontProxy
 	// WebhookClient is the PKI of the API server's client certificate
-	// towards the webhooks when started WithWebhookClientCerts, else nil.
+	// towards the webhooks; nil when started WithoutWebhookClientCerts.
 	WebhookClient *WebhookClientPKI
 	// KubeVirt is KubeVirt's own VirtualMachine admission, registered as
 	// a validating webhook (see startKubeVirtAdmission).
@@ -110,7 +105,7 @@ func Start(ctx context.Context, opts ...StartOption) (*Env, error) {
 	if e.FrontProxy, err = ConfigureAggregation(te, e.tmpDir); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(e.tmpDir))
 	}
-	if o.webhookClientCerts {
+	if !o.noWebhookClientCerts {
 		if e.WebhookClient, err = configureWebhookClientCerts(te, e.tmpDir); err != nil {
 			return nil, errors.Join(err, os.RemoveAll(e.tmpDir))
 		}
@@ -155,7 +150,7 @@ func (e *Env) startManager(ctx context.Context, o startOptions) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	mctx, cancel := context.WithCancel(ctx)
-	if err := webhooks.Setup(mctx, mgr, webhooks.Options{Namespace: InstallNamespace, ClaimGrace: ClaimGrace, SweepGrace: SweepGrace, SweepEvery: SweepEvery, AuditInterval: AuditInterval, NoAudit: o.noAudit}); err != nil {
+	if err := webhooks.Setup(mctx, mgr, webhooks.Options{Namespace: InstallNamespace, ClaimGrace: ClaimGrace, AuditInterval: AuditInterval, NoAudit: o.noAudit}); err != nil {
 		cancel()
 		return fmt.Errorf("set up webhooks: %w", err)
 	}
@@ -190,6 +185,20 @@ func (e *Env) AddAdmin(name string) ([]byte, error) {
 func (e *Env) WebhookURL(path string) (url string, caBundle []byte) {
 	wio := &e.env.WebhookInstallOptions
 	return "https://" + net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort)) + path, wio.LocalServingCAData
+}
+
+// WebhookHTTPClient is an HTTPS client of the webhook server, as the API
+// server calls it: it trusts the server's CA and presents the API server's
+// client certificate (Env.WebhookClient), which the server requires, so
+// that tests can send it AdmissionReviews of their own.
+func (e *Env) WebhookHTTPClient(timeout time.Duration) *http.Client {
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(e.env.WebhookInstallOptions.LocalServingCAData)
+	cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	if e.WebhookClient != nil {
+		cfg.Certificates = []tls.Certificate{e.WebhookClient.Certificate}
+	}
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{TLSClientConfig: cfg}}
 }
 
 // StopWebhooks stops the webhook manager, as in an outage of Virtstation:

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,26 +19,44 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/bridge/auth"
+	"github.com/virtstation/virtstation/internal/bridgestack"
 	"github.com/virtstation/virtstation/internal/virthandler"
 )
 
 // ioTimeout bounds one read in a test.
 const ioTimeout = 15 * time.Second
 
+// guestReported is the address the guests of spoof and nopod report in
+// their VMI's status.interfaces; trap listens there, and the bridge must
+// never dial it.
+const guestReported = "127.0.0.2"
+
+// vmFixture is one test VM: its VMI's status (nil: stopped, no VMI) and
+// the address of its virt-launcher pod ("": none).
+type vmFixture struct {
+	status   *kubevirtv1.VirtualMachineInstanceStatus
+	launcher string
+}
+
 // createVMs makes the VMs the tests open:
 //
-//	ws1      running, its console and VNC piped to QEMU, SSH on 127.0.0.1
+//	ws1      running, its console and VNC piped to QEMU, its launcher pod at 127.0.0.1, where sshd is
 //	off      stopped (no VMI)
 //	booting  its VMI is still scheduling
-//	noguest  running at an address where nothing answers SSH
+//	noguest  running, its launcher pod at an address where nothing answers SSH
+//	spoof    running, its launcher pod at 127.0.0.1, its guest reporting guestReported
+//	nopod    running, no launcher pod (yet), its guest reporting guestReported
 func createVMs(ctx context.Context) error {
-	vmis := map[string]*kubevirtv1.VirtualMachineInstanceStatus{
-		"ws1":     {Phase: kubevirtv1.Running, Interfaces: []kubevirtv1.VirtualMachineInstanceNetworkInterface{{Name: "default", IP: "127.0.0.1"}}},
-		"off":     nil,
-		"booting": {Phase: kubevirtv1.Scheduling},
-		"noguest": {Phase: kubevirtv1.Running, Interfaces: []kubevirtv1.VirtualMachineInstanceNetworkInterface{{Name: "default", IP: "127.0.0.2"}}},
+	reported := []kubevirtv1.VirtualMachineInstanceNetworkInterface{{Name: "default", IP: guestReported}}
+	vms := map[string]vmFixture{
+		"ws1":     {status: &kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, Interfaces: []kubevirtv1.VirtualMachineInstanceNetworkInterface{{Name: "default", IP: "127.0.0.1"}}}, launcher: "127.0.0.1"},
+		"off":     {},
+		"booting": {status: &kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Scheduling}},
+		"noguest": {status: &kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, Interfaces: reported}, launcher: "127.0.0.3"},
+		"spoof":   {status: &kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, Interfaces: reported}, launcher: "127.0.0.1"},
+		"nopod":   {status: &kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, Interfaces: reported}},
 	}
-	for name, status := range vmis {
+	for name, f := range vms {
 		always := kubevirtv1.RunStrategyAlways
 		vm := &kubevirtv1.VirtualMachine{
 			ObjectMeta: metav1.ObjectMeta{Namespace: userNS, Name: name},
@@ -48,7 +67,7 @@ func createVMs(ctx context.Context) error {
 		if err := admin.Create(ctx, vm); err != nil {
 			return err
 		}
-		if status == nil {
+		if f.status == nil {
 			continue
 		}
 		vmi := &kubevirtv1.VirtualMachineInstance{
@@ -56,10 +75,19 @@ func createVMs(ctx context.Context) error {
 			Spec:       kubevirtv1.VirtualMachineInstanceSpec{Domain: kubevirtv1.DomainSpec{}},
 			// The VMI CRD used here has no status subresource: status is
 			// written with the object, as virt-handler would report it.
-			Status: *status,
+			Status: *f.status,
 		}
 		if err := admin.Create(ctx, vmi); err != nil {
 			return err
+		}
+		if f.launcher == "" {
+			continue
+		}
+		if err := bridgestack.Launch(ctx, admin, vmi, f.launcher); err != nil {
+			return err
+		}
+		if err := admin.Update(ctx, vmi); err != nil {
+			return fmt.Errorf("record the launcher pod of %s: %w", name, err)
 		}
 	}
 	return nil

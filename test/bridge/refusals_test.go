@@ -18,13 +18,13 @@ func TestRefusalsSayWhatIsWrong(t *testing.T) {
 		code            int
 		reason, message string
 	}{
-		"no token":          {vm: "ws1", mode: "console", code: http.StatusUnauthorized, reason: "Unauthorized", message: "no bearer token"},
-		"forged token":      {vm: "ws1", mode: "console", token: "not-a-token", code: http.StatusUnauthorized, reason: "Unauthorized", message: "not accepted"},
-		"no permission":     {vm: "ws1", mode: "vnc", token: "eve", code: http.StatusForbidden, reason: "Forbidden", message: "needs get on virtualmachineinstances/vnc in API group subresources.kubevirt.io"},
-		"ssh needs console": {vm: "ws1", mode: "ssh", token: "eve", code: http.StatusForbidden, reason: "Forbidden", message: "virtualmachineinstances/console"},
-		"VM not found":      {vm: "nope", mode: "console", token: "alice", code: http.StatusNotFound, reason: "VMNotFound", message: "VirtualMachine team-a/nope not found"},
-		"VM stopped":        {vm: "off", mode: "vnc", token: "alice", code: http.StatusPreconditionFailed, reason: "VMStopped", message: "virtctl start off"},
-		"VMI not running":   {vm: "booting", mode: "console", token: "alice", code: http.StatusServiceUnavailable, reason: "VMINotRunning", message: "phase Scheduling"},
+		"no token":              {vm: "ws1", mode: "console", code: http.StatusUnauthorized, reason: "Unauthorized", message: "no bearer token"},
+		"forged token":          {vm: "ws1", mode: "console", token: "not-a-token", code: http.StatusUnauthorized, reason: "Unauthorized", message: "not accepted"},
+		"no permission":         {vm: "ws1", mode: "vnc", token: "eve", code: http.StatusForbidden, reason: "Forbidden", message: "needs get on virtualmachineinstances/vnc in API group subresources.kubevirt.io"},
+		"ssh needs portforward": {vm: "ws1", mode: "ssh", token: "eve", code: http.StatusForbidden, reason: "Forbidden", message: "virtualmachineinstances/portforward"},
+		"VM not found":          {vm: "nope", mode: "console", token: "alice", code: http.StatusNotFound, reason: "VMNotFound", message: "VirtualMachine team-a/nope not found"},
+		"VM stopped":            {vm: "off", mode: "vnc", token: "alice", code: http.StatusPreconditionFailed, reason: "VMStopped", message: "virtctl start off"},
+		"VMI not running":       {vm: "booting", mode: "console", token: "alice", code: http.StatusServiceUnavailable, reason: "VMINotRunning", message: "phase Scheduling"},
 		// On KubeVirt's paths the statuses are virt-api's: virtctl console
 		// waits and retries on 400 only.
 		"KubeVirt's path, VMI not running": {path: vmiPath("v1", "booting", "console"), token: "alice", code: http.StatusBadRequest, reason: "VMINotRunning", message: "phase Scheduling"},

@@ -339,7 +339,7 @@ func TestDuplicateMACIsWarned(t *testing.T) {
 	if got := podMAC(second, "default"); got != addr {
 		t.Fatalf("macAddress = %q, want the annotated %q", got, addr)
 	}
-	if err := containsAny(warnings.Take(), "also used by VirtualMachine "+ns+"/first"); err != nil {
+	if err := containsAny(warnings.Take(), "also used by VirtualMachine first"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -93,7 +94,13 @@ func findVolume(vm *kubevirtv1.VirtualMachine, name string) *kubevirtv1.Volume {
 	return nil
 }
 
-// userDataOf returns the merged user-data the VM's cloud-init volume points at.
+// reconcileTimeout bounds how long a test waits for a reconciler to write
+// a VM's Secrets after the VM is stored, with slack for a loaded machine.
+const reconcileTimeout = 15 * time.Second
+
+// userDataOf returns the merged user-data the VM's cloud-init volume points
+// at: inline, or in the Secret the user-data reconciler writes once the VM
+// is stored.
 func userDataOf(t *testing.T, vm *kubevirtv1.VirtualMachine) []byte {
 	t.Helper()
 	for _, v := range vm.Spec.Template.Spec.Volumes {
@@ -103,9 +110,8 @@ func userDataOf(t *testing.T, vm *kubevirtv1.VirtualMachine) []byte {
 		}
 		if src.UserDataSecretRef != nil {
 			var s corev1.Secret
-			if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: vm.Namespace, Name: src.UserDataSecretRef.Name}, &s); err != nil {
-				t.Fatalf("user-data Secret: %v", err)
-			}
+			key := client.ObjectKey{Namespace: vm.Namespace, Name: src.UserDataSecretRef.Name}
+			eventually(t, reconcileTimeout, func() error { return env.Client.Get(context.Background(), key, &s) })
 			return s.Data["userdata"]
 		}
 		return []byte(src.UserData)
@@ -326,11 +332,13 @@ func TestSSHKeysSecretBeforeFirstStart(t *testing.T) {
 		b, _ := json.Marshal(creds)
 		t.Fatalf("accessCredentials = %s", b)
 	}
-	// The Secret exists before the first start, even with no keys yet.
+	// The reconciler writes the Secret once the VM is stored, even with
+	// no keys yet; the first start (the launcher pod's Secret volume)
+	// waits for it.
 	var s corev1.Secret
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dev-ssh-keys"}, &s); err != nil {
-		t.Fatalf("dev-ssh-keys: %v", err)
-	}
+	eventually(t, reconcileTimeout, func() error {
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dev-ssh-keys"}, &s)
+	})
 	if rec := injectedOf(t, vm); rec.SSHKeys == nil || rec.SSHKeys.Secret != "dev-ssh-keys" {
 		t.Fatalf("injected sshKeys = %+v", rec.SSHKeys)
 	}

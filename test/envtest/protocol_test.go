@@ -1,8 +1,6 @@
 package envtest_test
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -79,12 +77,9 @@ const configMapReview = `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionRe
 // status and the body of the answer.
 func postBody(t *testing.T, path, body string) (int, string) {
 	t.Helper()
-	url, caBundle := env.WebhookURL(path)
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(caBundle) {
-		t.Fatal("no webhook serving CA")
-	}
-	c := &http.Client{Timeout: protocolTimeout, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	url, _ := env.WebhookURL(path)
+	// As the API server: the webhook requires its client certificate.
+	c := env.WebhookHTTPClient(protocolTimeout)
 	resp, err := c.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)

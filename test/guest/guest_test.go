@@ -22,6 +22,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/virtstation/virtstation/internal/bridgestack"
 	"github.com/virtstation/virtstation/internal/virthandler"
 	"github.com/virtstation/virtstation/internal/virtlauncher"
 )
@@ -85,6 +86,11 @@ func boot(t *testing.T, namespace, name, ip string) *guest {
 		Name: vmi.Spec.Domain.Devices.Interfaces[0].Name, IP: ip, IPs: []string{ip},
 		MAC: vmi.Spec.Domain.Devices.Interfaces[0].MacAddress,
 	}}
+	// The bridge's SSH dials the launcher pod's address (ip), never the
+	// interfaces' above.
+	if err := bridgestack.Launch(ctx, env.Client, vmi, ip); err != nil {
+		t.Fatal(err)
+	}
 	if err := env.Client.Update(ctx, vmi); err != nil {
 		t.Fatal(err)
 	}

@@ -9,36 +9,41 @@ import (
 	"sync"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/events"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/internal/vmgen"
+	"github.com/virtstation/virtstation/render"
 	"github.com/virtstation/virtstation/sshkeys"
+	"github.com/virtstation/virtstation/userdata"
 	"github.com/virtstation/virtstation/webhooks/mutate"
 )
 
 // world is the cluster one case is admitted into: the webhook's view of it
 // (a StaticCluster, as the handler tests and render use) whose Secrets live
-// in a client the real ClientSecretWriter writes to, so a later admission
-// reads the Secrets an earlier one wrote, as in a cluster.
+// in a client. The webhook writes nothing; each admitted VM is stored in the
+// client and the real reconcilers (userdata, sshkeys) write its Secrets
+// there from the stored VM, as in a cluster.
 type world struct {
 	*mutate.StaticCluster
 	client  client.Client
 	handler *mutate.Handler
 
 	mu sync.Mutex
-	// written are the Secrets admissions asked for, by name, last wins.
+	// written are the Secrets the reconcilers wrote, by name, last wins.
 	written map[string]*corev1.Secret
 }
 
@@ -100,8 +105,7 @@ func newWorld(c vmgen.Case) (*world, error) {
 		client:        fake.NewClientBuilder().WithScheme(scheme).WithObjects(secrets...).Build(),
 		written:       map[string]*corev1.Secret{},
 	}
-	writer := recordingWriter{w: w, next: mutate.ClientSecretWriter{Client: w.client, Reader: w.client}}
-	w.handler = mutate.NewHandler(w, mutate.WithSecretWriter(writer))
+	w.handler = mutate.NewHandler(w)
 	return w, nil
 }
 
@@ -119,32 +123,65 @@ func (w *world) Secret(ctx context.Context, namespace, name string) (*corev1.Sec
 	return &s, nil
 }
 
-// recordingWriter writes through the real ClientSecretWriter and records
-// what each admission asked for.
-type recordingWriter struct {
-	w    *world
-	next mutate.SecretWriter
-}
+// storedUID is the UID the API server gives a stored VM in the world.
+const storedUID = "0b1c2d3e-0000-4000-8000-000000000001"
 
-func (r recordingWriter) Write(ctx context.Context, sw mutate.SecretWrite, owner *kubevirtv1.VirtualMachine) error {
-	r.w.mu.Lock()
-	r.w.written[sw.Secret.Name] = sw.Secret.DeepCopy()
-	r.w.mu.Unlock()
-	// The fake client does not validate objects; the API server would
-	// refuse these.
-	var errs field.ErrorList
-	for _, msg := range validation.IsDNS1123Subdomain(sw.Secret.Name) {
-		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), sw.Secret.Name, msg))
+// store stores the admitted VM obj in the client, as the API server would,
+// and runs the reconcilers that write its Secrets, recording what they
+// wrote. A VM without a name (generateName) is named as the API server
+// would, from the request uid.
+func (w *world) store(ctx context.Context, uid string, obj map[string]any) error {
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return err
 	}
-	for k, v := range sw.Secret.Labels {
-		for _, msg := range validation.IsValidLabelValue(v) {
-			errs = append(errs, field.Invalid(field.NewPath("metadata", "labels").Key(k), v, msg))
+	vm := &kubevirtv1.VirtualMachine{}
+	if err := json.Unmarshal(raw, vm); err != nil {
+		return err
+	}
+	if vm.Name == "" {
+		// The API server names it after the webhooks, as render does.
+		vm.Name = render.GeneratedName(vm.GenerateName, uid)
+	}
+	vm.UID = storedUID
+	var cur kubevirtv1.VirtualMachine
+	switch err := w.client.Get(ctx, client.ObjectKeyFromObject(vm), &cur); {
+	case apierrors.IsNotFound(err):
+		vm.ResourceVersion = ""
+		err = w.client.Create(ctx, vm)
+		if err != nil {
+			return fmt.Errorf("store VM: %w", err)
+		}
+	case err != nil:
+		return err
+	default:
+		vm.ResourceVersion = cur.ResourceVersion
+		if err := w.client.Update(ctx, vm); err != nil {
+			return fmt.Errorf("store VM: %w", err)
 		}
 	}
-	if len(errs) > 0 {
-		return apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Secret").GroupKind(), sw.Secret.Name, errs)
+	rec := events.NewFakeRecorder(100)
+	ctx = logf.IntoContext(ctx, logr.Discard())
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(vm)}
+	if _, err := (&userdata.Reconciler{Client: w.client, Reader: w.client, APIReader: w.client, Recorder: rec}).Reconcile(ctx, req); err != nil {
+		return fmt.Errorf("user-data reconciler: %w", err)
 	}
-	return r.next.Write(ctx, sw, owner)
+	if _, err := (&sshkeys.Reconciler{Client: w.client, Reader: w.client, APIReader: w.client, Recorder: rec}).Reconcile(ctx, req); err != nil {
+		return fmt.Errorf("ssh-key reconciler: %w", err)
+	}
+	var list corev1.SecretList
+	if err := w.client.List(ctx, &list, client.InNamespace(vm.Namespace)); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range list.Items {
+		s := &list.Items[i]
+		if ref := metav1.GetControllerOf(s); ref != nil && ref.UID == vm.UID {
+			w.written[s.Name] = s.DeepCopy()
+		}
+	}
+	return nil
 }
 
 // takeWritten returns and forgets the Secrets asked for since the last call.
@@ -233,6 +270,9 @@ func (w *world) admit(ctx context.Context, uid string, op admissionv1.Operation,
 		}
 	}
 	if err := json.Unmarshal(patched, &out.object); err != nil {
+		return outcome{}, err
+	}
+	if err := w.store(ctx, uid, out.object); err != nil {
 		return outcome{}, err
 	}
 	return out, nil

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"net"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/disks"
 	"github.com/virtstation/virtstation/mac"
 )
@@ -41,7 +39,7 @@ func MACIndexer(obj client.Object) []string {
 
 // CacheCluster answers Cluster from a controller-runtime cache that has the
 // IndexMAC index on VirtualMachines and informers on VirtualMachineInstances,
-// DataVolumes, PVCs, key Secrets and KubeVirt CRs.
+// DataVolumes, PVCs and KubeVirt CRs. It reads no Secret.
 //
 // +kubebuilder:rbac:groups=kubevirt.io,resources=kubevirts,verbs=list;watch
 type CacheCluster struct {
@@ -49,10 +47,6 @@ type CacheCluster struct {
 	disks.Lookup
 	// Reader is the cache.
 	Reader client.Reader
-	// APIReader reads Secrets the cache does not hold.
-	APIReader client.Reader
-	// CollectKeys turns key Secrets into normalized public keys.
-	CollectKeys func([]corev1.Secret) []string
 	// NoKubeVirt: the cluster serves no kubevirts.kubevirt.io, so there is
 	// no informer on it and no default architecture.
 	NoKubeVirt bool
@@ -81,30 +75,6 @@ func (c CacheCluster) VMIExists(ctx context.Context, namespace, name string) (bo
 		return false, nil
 	}
 	return err == nil, err
-}
-
-// SSHKeys implements Cluster from the cache of key Secrets.
-func (c CacheCluster) SSHKeys(ctx context.Context, namespace string) ([]string, error) {
-	var list corev1.SecretList
-	if err := c.Reader.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{api.LabelSSHPublicKey: api.LabelTrue}); err != nil {
-		return nil, err
-	}
-	return c.CollectKeys(list.Items), nil
-}
-
-// Secret implements Cluster with a read through to the API server: the
-// Secrets it asks for (a user's cloud-init secretRef, Virtstation's own) are not
-// cached.
-func (c CacheCluster) Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
-	var s corev1.Secret
-	err := c.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &s, nil
 }
 
 // DefaultArchitecture implements Cluster from the cache of KubeVirt CRs.

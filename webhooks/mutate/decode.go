@@ -1,8 +1,10 @@
 package mutate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -19,8 +21,8 @@ import (
 // from the Go types alone (keyCaseClean), which settles the common case;
 // only a doubtful object has its typed view encoded and compared.
 func DecodeVM(raw []byte) (map[string]any, *kubevirtv1.VirtualMachine, error) {
-	var obj map[string]any
-	if err := json.Unmarshal(raw, &obj); err != nil {
+	obj, err := decodeGeneric(raw, nil)
+	if err != nil {
 		return nil, nil, fmt.Errorf("decode VirtualMachine: %w", err)
 	}
 	vm := &kubevirtv1.VirtualMachine{}
@@ -94,4 +96,71 @@ func checkKeyCase(raw, typed any, path string) error {
 		}
 	}
 	return nil
+}
+
+// rawPaths are the subtrees of a VM that the mutation neither reads nor
+// writes, and where a VM's bulk is: DecodeVM keeps them as raw JSON
+// (json.RawMessage) instead of decoding them into maps, which cost several
+// times their bytes. Patch compares them as bytes.
+var rawPaths = [][]string{
+	{"status"},
+	{"metadata", "managedFields"},
+	{"spec", "template", "metadata"},
+	{"spec", "dataVolumeTemplates"},
+}
+
+// decodeGeneric decodes the JSON object raw at path prefix into a generic
+// map, keeping rawPaths below it as raw JSON.
+func decodeGeneric(raw []byte, prefix []string) (map[string]any, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, err
+	}
+	if fields == nil {
+		return nil, nil
+	}
+	out := make(map[string]any, len(fields))
+	for k, v := range fields {
+		path := append(prefix[:len(prefix):len(prefix)], k)
+		var err error
+		switch rawPathKind(path) {
+		case rawKeep:
+			out[k] = v
+		case rawAbove:
+			if trimmed := bytes.TrimLeft(v, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' {
+				out[k], err = decodeGeneric(v, path)
+				break
+			}
+			fallthrough
+		default:
+			var x any
+			err = json.Unmarshal(v, &x)
+			out[k] = x
+		}
+		if err != nil {
+			return nil, err
+		}
+		delete(fields, k) // its bytes are garbage once decoded
+	}
+	return out, nil
+}
+
+// Kinds of path for decodeGeneric.
+const (
+	rawNone  = iota // decode it
+	rawKeep         // keep it as raw JSON
+	rawAbove        // a raw path lies below it
+)
+
+func rawPathKind(path []string) int {
+	kind := rawNone
+	for _, r := range rawPaths {
+		switch {
+		case len(r) == len(path) && slices.Equal(r, path):
+			return rawKeep
+		case len(r) > len(path) && slices.Equal(r[:len(path)], path):
+			kind = rawAbove
+		}
+	}
+	return kind
 }

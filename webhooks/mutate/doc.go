@@ -6,7 +6,8 @@
 // so fields the Go types do not know survive and applying it twice equals
 // applying it once. The same function backs `virtstation render`.
 //
-// What the webhook cannot do within a request runs as reconcilers in the
-// sub-packages: secretgc adopts and sweeps the per-VM Secrets it writes, and
-// report emits an Event for each VM it mutated.
+// The webhook writes nothing and reads no Secret: what a VM needs in the
+// cluster, its per-VM Secrets, is written by reconcilers from the stored VM
+// (packages userdata and sshkeys), and the report sub-package emits an Event
+// for each VM it mutated.
 package mutate

@@ -31,8 +31,11 @@ func checkAnnotationSizes(m *mutation) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		limit, fix := api.MaxAnnotationBytes, "shorten the value"
-		if k == api.AnnotationInjected {
+		switch k {
+		case api.AnnotationInjected:
 			limit, fix = api.MaxInjectedBytes, "remove the annotation: the webhook writes it"
+		case api.AnnotationUserData:
+			limit, fix = api.MaxUserDataAnnotationBytes, "put your user-data in a Secret of your own and name it in the cloud-init volume's secretRef"
 		}
 		if len(ann[k]) > limit {
 			m.deny(field.ErrorList{field.TooLong(field.NewPath("metadata", "annotations").Key(k), "", limit)}, ruleLimits, fix)

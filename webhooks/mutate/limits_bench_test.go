@@ -10,19 +10,10 @@ import (
 	"text/tabwriter"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/virtstation/virtstation/api"
 )
-
-// nopSecretWriter stands in for the Secret writes: the benchmark times the
-// webhook's own work, not the API server's.
-type nopSecretWriter struct{}
-
-func (nopSecretWriter) Write(context.Context, SecretWrite, *kubevirtv1.VirtualMachine) error {
-	return nil
-}
 
 // limitBenchCase is one admission for BenchmarkMutatingWebhookLimits.
 type limitBenchCase struct {
@@ -153,7 +144,7 @@ func BenchmarkMutatingWebhookLimits(b *testing.B) {
 	for i, c := range cases {
 		req := vmRequest(admissionv1.Create, c.vm, "")
 		sizes[i] = len(c.vm)
-		h := NewHandler(c.cluster, WithSecretWriter(nopSecretWriter{}))
+		h := NewHandler(c.cluster)
 		check := func(resp admission.Response) {
 			if resp.Allowed == c.denied {
 				b.Fatalf("%s: allowed = %v, want %v: %+v", c.name, resp.Allowed, !c.denied, resp.Result)

@@ -57,8 +57,9 @@ func TestMutateLimits(t *testing.T) {
 	for i := range api.MaxGPUs + 1 {
 		distinctKeys = append(distinctKeys, fmt.Sprintf("vendor%d.com/gpu", i), "0")
 	}
-	// User-data that, merged with the mount part, is just over a Secret.
-	hugeUserData := "#cloud-config\n#" + strings.Repeat("x", api.MaxUserDataBytes) + "\n"
+	// Inline user-data just over what its annotation holds once the
+	// merge moves it out of the VM's inline field.
+	hugeUserData := "#cloud-config\n#" + strings.Repeat("x", api.MaxUserDataAnnotationBytes) + "\n"
 	hugeUserDataSpec := specParts{
 		disks:   jsonList(virtioDisk("cloudinitdisk", "")),
 		volumes: jsonList(noCloud("cloudinitdisk", jsonObj("userData", hugeUserData))),
@@ -158,11 +159,11 @@ func TestMutateLimits(t *testing.T) {
 		"lists already past KubeVirt's limits are KubeVirt's to deny": {
 			vm: vmJSON(stepAnn(), manyDisks(300).String()),
 		},
-		"merged user-data larger than a Secret holds": {
+		"inline user-data larger than its annotation holds": {
 			vm:         vmJSON(stepAnn(api.AnnotationDataDisks, "home:/home"), hugeUserDataSpec.String()),
 			objects:    addHome,
-			wantDenied: field.ErrorList{field.TooLong(pathSpecVolumes.Index(1).Child("cloudInitNoCloud"), "", api.MaxUserDataBytes)},
-			wantDetail: []string{"1048576 bytes", "rule: cloud-init", "fix:"},
+			wantDenied: field.ErrorList{field.TooLong(pathSpecVolumes.Index(1).Child("cloudInitNoCloud", "userData"), "", api.MaxUserDataAnnotationBytes)},
+			wantDetail: []string{"65536 bytes", "rule: cloud-init", "fix:", "secretRef"},
 		},
 	}
 	for name, tc := range cases {

@@ -258,14 +258,31 @@ func (m *mutation) warnDuplicate(addr net.HardwareAddr, self types.NamespacedNam
 	if len(owners) == 0 {
 		return nil
 	}
-	names := make([]string, len(owners))
-	for i, o := range owners {
-		names[i] = o.String()
-	}
-	m.warnings = append(m.warnings, fmt.Sprintf(
-		"virtstation: MAC %s is also used by VirtualMachine %s; two VMs with one MAC on a shared network will conflict",
-		addr, strings.Join(names, ", ")))
+	m.warnings = append(m.warnings, duplicateMACWarning(addr, self.Namespace, owners))
 	return nil
+}
+
+// duplicateMACWarning says which VMs also use addr, naming only those of
+// the request's namespace: the names in other namespaces are not the
+// requester's to learn, only that they exist.
+func duplicateMACWarning(addr net.HardwareAddr, namespace string, owners []types.NamespacedName) string {
+	var names []string
+	elsewhere := 0
+	for _, o := range owners {
+		if o.Namespace == namespace {
+			names = append(names, o.Name)
+		} else {
+			elsewhere++
+		}
+	}
+	var who []string
+	if len(names) > 0 {
+		who = append(who, "VirtualMachine "+strings.Join(names, ", "))
+	}
+	if elsewhere > 0 {
+		who = append(who, fmt.Sprintf("%d VirtualMachine(s) in other namespaces", elsewhere))
+	}
+	return fmt.Sprintf("virtstation: MAC %s is also used by %s; two VMs with one MAC on a shared network will conflict", addr, strings.Join(who, " and "))
 }
 
 // otherOwners lists the VMs other than self that use addr, sorted.

@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -45,9 +45,6 @@ type Result struct {
 	Warnings []string
 	// Denied, when not empty, rejects the admission.
 	Denied field.ErrorList
-	// Secrets must exist for the admitted VM to start; the caller writes
-	// them unless the request is a dry run.
-	Secrets []SecretWrite
 }
 
 // mutation is the state the steps share.
@@ -62,23 +59,15 @@ type mutation struct {
 	injected api.Injected
 	warnings []string
 	denied   field.ErrorList
-	// secrets are written by the handler on non-dry-run admissions.
-	secrets []SecretWrite
-	// sshUser and cloudInitKeys pass from the SSH step to the cloud-init step.
-	sshUser       string
-	cloudInitKeys []string
+	// sshUser and keysInCloudInit pass from the SSH step to the cloud-init
+	// step: the keys go in the cloud-config part, which then lives in the
+	// user-data Secret.
+	sshUser         string
+	keysInCloudInit bool
 	// arch is the VM's architecture, resolved once by archOf.
 	arch archState
 	// released: the VM has lost the virtstation.io/managed label (release.go).
 	released bool
-}
-
-// SecretWrite is a Secret the admission needs in the cluster.
-type SecretWrite struct {
-	Secret *corev1.Secret
-	// CreateOnly: create when missing, never change an existing one (its
-	// reconciler owns the content).
-	CreateOnly bool
 }
 
 // step is one concern of the mutation. It edits m.obj and m.injected, adds
@@ -106,7 +95,7 @@ func Mutate(ctx context.Context, in Input, cluster Cluster) (Result, error) {
 		ctx:     ctx,
 		cluster: cluster,
 		in:      in,
-		obj:     deepCopyJSON(in.Object),
+		obj:     copyForMutation(in.Object),
 	}
 	if in.VM.Labels[api.LabelManaged] != api.LabelTrue {
 		release(m)
@@ -156,7 +145,41 @@ func Mutate(ctx context.Context, in Input, cluster Cluster) (Result, error) {
 			return Result{}, fmt.Errorf("write policy revision: %w", err)
 		}
 	}
-	return Result{Object: m.obj, Injected: m.injected, Warnings: m.warnings, Secrets: m.secrets}, nil
+	return Result{Object: m.obj, Injected: m.injected, Warnings: m.warnings}, nil
+}
+
+// mutablePaths are the only subtrees the steps write to. copyForMutation
+// deep-copies them and shares the rest of the object (status, the template's
+// metadata, dataVolumeTemplates, managedFields, …) with the input: a VM's
+// bulk is there, and copying it would double an admission's memory for
+// nothing. A step that writes elsewhere must add its path here;
+// TestMutateSteps checks that Mutate leaves its input alone.
+var mutablePaths = [][]string{pathAnnotations, {"spec", "template", "spec"}}
+
+// copyForMutation copies obj for the steps to edit: the maps on the way to
+// each of mutablePaths are copied one level, the subtrees at mutablePaths
+// deeply, and everything else is shared with obj.
+func copyForMutation(obj map[string]any) map[string]any {
+	out := maps.Clone(obj)
+	for _, path := range mutablePaths {
+		parent := out
+		for i, k := range path {
+			child, ok := parent[k].(map[string]any)
+			if !ok {
+				break
+			}
+			if i == len(path)-1 {
+				parent[k] = deepCopyJSON(child)
+				break
+			}
+			// A spine map shared by two paths is cloned twice: the second
+			// clone copies the first, never the input.
+			child = maps.Clone(child)
+			parent[k] = child
+			parent = child
+		}
+	}
+	return out
 }
 
 // deepCopyJSON copies a decoded JSON value.

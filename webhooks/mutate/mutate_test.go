@@ -200,7 +200,7 @@ func mutateCases() map[string]mutateCase {
 			others:       []kubevirtv1.VirtualMachine{otherVM("other", "db", "02:00:5E:10:00:01"), otherVM(testNamespace, "cache", fixedMAC)},
 			want:         vmJSON(ann(api.AnnotationMAC, fixedMAC, api.AnnotationInjected, injected(fromAnnotation)), podSpec(masquerade(fixedMAC))),
 			wantInjected: &fromAnnotation,
-			wantWarnings: []string{"MAC " + fixedMAC + " is also used by VirtualMachine ns/cache, other/db"},
+			wantWarnings: []string{"MAC " + fixedMAC + " is also used by VirtualMachine cache and 1 VirtualMachine(s) in other namespaces"},
 		},
 		"annotation fixed MAC already on this VM in the cache": {
 			vm:           vmJSON(ann(api.AnnotationMAC, fixedMAC), podSpec(masquerade(""))),
@@ -225,7 +225,7 @@ func mutateCases() map[string]mutateCase {
 			vm:           vmJSON(nil, podSpec(masquerade(userMAC))),
 			others:       []kubevirtv1.VirtualMachine{otherVM("other", "db", userMAC)},
 			want:         vmJSON(nil, podSpec(masquerade(userMAC))),
-			wantWarnings: []string{"MAC " + userMAC + " is also used by VirtualMachine other/db"},
+			wantWarnings: []string{"MAC " + userMAC + " is also used by 1 VirtualMachine(s) in other namespaces"},
 		},
 		"MAC pinned earlier keeps its record": {
 			vm:           vmJSON(ann(api.AnnotationInjected, injected(pinnedUserMAC)), podSpec(masquerade(userMAC))),

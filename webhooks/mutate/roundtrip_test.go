@@ -26,18 +26,8 @@ func admitOnce(t *testing.T, g stepGolden) (in Input, first Result, cluster *Sta
 	if len(first.Denied) > 0 {
 		return in, first, cluster, false
 	}
-	storeSecrets(cluster, first)
+	storeSecrets(t, cluster, in, first)
 	return in, first, cluster, true
-}
-
-// storeSecrets writes res's Secrets into c as the handler's SecretWriter
-// would: CreateOnly Secrets are left alone when they exist.
-func storeSecrets(c *StaticCluster, res Result) {
-	for _, w := range res.Secrets {
-		if existing, _ := c.Secret(stepContext, w.Secret.Namespace, w.Secret.Name); existing == nil || !w.CreateOnly {
-			c.AddSecret(w.Secret.DeepCopy())
-		}
-	}
 }
 
 // updateInput is an UPDATE of the stored object stored with obj.
@@ -48,8 +38,7 @@ func updateInput(t *testing.T, in Input, obj, stored map[string]any) Input {
 	return up
 }
 
-// assertSameAdmission fails when got differs from want in object, record or
-// Secrets.
+// assertSameAdmission fails when got differs from want in object or record.
 func assertSameAdmission(t *testing.T, what string, got, want Result) {
 	t.Helper()
 	if len(got.Denied) > 0 {
@@ -60,9 +49,6 @@ func assertSameAdmission(t *testing.T, what string, got, want Result) {
 	}
 	if toJSON(got.Injected) != toJSON(want.Injected) {
 		t.Errorf("%s: Injected %s, want %s", what, toJSON(got.Injected), toJSON(want.Injected))
-	}
-	if !reflect.DeepEqual(got.Secrets, want.Secrets) {
-		t.Errorf("%s: Secrets %s, want %s", what, toJSON(got.Secrets), toJSON(want.Secrets))
 	}
 }
 
@@ -261,7 +247,7 @@ func TestMutateUserDataAroundTheInlineLimit(t *testing.T) {
 				if err != nil || len(first.Denied) > 0 {
 					t.Fatalf("Mutate: %v %v", err, first.Denied)
 				}
-				storeSecrets(cluster, first)
+				storeSecrets(t, cluster, in, first)
 				again, err := Mutate(stepContext, reinput(t, in, first.Object), cluster)
 				if err != nil {
 					t.Fatal(err)

@@ -43,7 +43,7 @@ func BenchmarkMutateShortcuts(b *testing.B) {
 		}
 		req := vmRequest(admissionv1.Create, c.vm, "")
 		raw := req.Object.Raw
-		h := NewHandler(c.cluster, WithSecretWriter(nopSecretWriter{}))
+		h := NewHandler(c.cluster)
 		in, err := decodeInput(req)
 		if err != nil {
 			b.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/sshkeys"
@@ -16,8 +15,10 @@ var pathAccessCredentials = []string{"spec", "template", "spec", "accessCredenti
 
 // setSSHKeys gives the namespace's SSH public keys to virtstation.io/ssh-user:
 // through KubeVirt's accessCredentials and the per-VM Secret <vm>-ssh-keys
-// (qemuGuestAgent; keys apply live, a reconciler keeps the Secret in sync),
-// or in the cloud-config part (cloudInit; first boot only).
+// (qemuGuestAgent; keys apply live, the sshkeys reconciler writes the
+// Secret), or in the cloud-config part of the user-data Secret (cloudInit;
+// first boot only; the userdata reconciler writes it). The webhook reads no
+// key: keys are Secret data.
 func setSSHKeys(m *mutation) error {
 	setting, errs := api.ParseSSH(m.in.VM.Annotations, field.NewPath("metadata", "annotations"))
 	if len(errs) > 0 {
@@ -57,18 +58,12 @@ func setSSHKeys(m *mutation) error {
 		}
 		return nil
 	}
-	keys, err := m.cluster.SSHKeys(m.ctx, m.in.Namespace)
-	if err != nil {
-		return fmt.Errorf("read ssh keys: %w", err)
-	}
 	rec := &api.InjectedSSHKeys{User: setting.User, Propagation: setting.Propagation}
 	switch setting.Propagation {
 	case api.PropagationCloudInit:
-		m.cloudInitKeys = keys
-		rec.Keys = len(keys)
-		if len(keys) == 0 {
-			m.warnings = append(m.warnings, fmt.Sprintf("virtstation: no valid SSH keys in Secrets labelled %s=true in namespace %s; cloud-init gets none", api.LabelSSHPublicKey, m.in.Namespace))
-		}
+		// The keys are Secret data: the userdata reconciler puts them in
+		// the cloud-config part of the VM's user-data Secret.
+		m.keysInCloudInit = true
 		if removed {
 			if err := m.writeCredentials(creds); err != nil {
 				return err
@@ -83,11 +78,8 @@ func setSSHKeys(m *mutation) error {
 		if err := m.writeCredentials(creds); err != nil {
 			return err
 		}
-		// The Secret must exist before the VM's first start; the webhook
-		// creates it (never overwrites it) and the reconciler owns it after.
-		vm := &kubevirtv1.VirtualMachine{}
-		vm.Namespace, vm.Name = m.in.Namespace, m.in.Name
-		m.secrets = append(m.secrets, SecretWrite{Secret: sshkeys.Desired(vm, keys), CreateOnly: true})
+		// The sshkeys reconciler writes the Secret from the stored VM; the
+		// VM's first start waits for it (KubeVirt mounts it).
 		rec.Secret = secretName
 	}
 	m.injected.SSHKeys = rec

@@ -101,11 +101,8 @@ func (c *StaticCluster) VMIExists(_ context.Context, namespace, name string) (bo
 	return c.vmis.Has(types.NamespacedName{Namespace: namespace, Name: name}), nil
 }
 
-// SSHKeys implements Cluster.
-func (c *StaticCluster) SSHKeys(_ context.Context, namespace string) ([]string, error) {
-	if c.CollectKeys == nil {
-		return nil, nil
-	}
+// KeySecrets returns the namespace's key Secrets, sorted by name.
+func (c *StaticCluster) KeySecrets(namespace string) []corev1.Secret {
 	var in []corev1.Secret
 	for key, s := range c.secrets {
 		if key.Namespace == namespace && s.Labels[api.LabelSSHPublicKey] == api.LabelTrue {
@@ -113,10 +110,20 @@ func (c *StaticCluster) SSHKeys(_ context.Context, namespace string) ([]string, 
 		}
 	}
 	sort.Slice(in, func(i, j int) bool { return in[i].Name < in[j].Name })
-	return c.CollectKeys(in), nil
+	return in
 }
 
-// Secret implements Cluster.
+// SSHKeys returns the valid public keys of the namespace's key Secrets,
+// as the reconcilers collect them: render previews their Secrets.
+func (c *StaticCluster) SSHKeys(_ context.Context, namespace string) ([]string, error) {
+	if c.CollectKeys == nil {
+		return nil, nil
+	}
+	return c.CollectKeys(c.KeySecrets(namespace)), nil
+}
+
+// Secret returns a Secret added with AddSecret, or nil: render previews the
+// reconcilers' Secrets. The webhook reads no Secret (Cluster has none).
 func (c *StaticCluster) Secret(_ context.Context, namespace, name string) (*corev1.Secret, error) {
 	return c.secrets[types.NamespacedName{Namespace: namespace, Name: name}], nil
 }

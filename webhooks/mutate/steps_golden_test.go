@@ -78,10 +78,10 @@ type stepDenial struct {
 	Detail   string `json:"detail"`
 }
 
-// stepSecretWrite is a SecretWrite with the Secret's data as text.
+// stepSecretWrite is a Secret the reconcilers write for the admitted VM
+// once it is stored, with its data as text.
 type stepSecretWrite struct {
-	CreateOnly bool          `json:"createOnly,omitempty"`
-	Secret     corev1.Secret `json:"secret"`
+	Secret corev1.Secret `json:"secret"`
 }
 
 // stepGolden is one loaded case.
@@ -164,7 +164,7 @@ func mustJSON(t testing.TB, v any) string {
 }
 
 // renderStepOutput is res as an out.yaml file.
-func renderStepOutput(t testing.TB, res Result) []byte {
+func renderStepOutput(t testing.TB, res Result, secrets []*corev1.Secret) []byte {
 	t.Helper()
 	out := stepOutput{Warnings: res.Warnings, Object: res.Object}
 	for _, e := range res.Denied {
@@ -173,14 +173,14 @@ func renderStepOutput(t testing.TB, res Result) []byte {
 	if err := json.Unmarshal([]byte(mustJSON(t, res.Injected)), &out.Injected); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range res.Secrets {
-		s := w.Secret.DeepCopy()
+	for _, sec := range secrets {
+		s := sec.DeepCopy()
 		s.StringData = map[string]string{}
 		for k, v := range s.Data {
 			s.StringData[k] = string(v)
 		}
 		s.Data = nil
-		out.Secrets = append(out.Secrets, stepSecretWrite{CreateOnly: w.CreateOnly, Secret: *s})
+		out.Secrets = append(out.Secrets, stepSecretWrite{Secret: *s})
 	}
 	b, err := yaml.Marshal(out)
 	if err != nil {

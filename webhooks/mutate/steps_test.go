@@ -25,15 +25,15 @@ import (
 // SSH public keys in the namespace's key Secret, in the order SSHKeys
 // returns them.
 const (
-	keyAlice = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDr6mH3eyKSfRLmRHqHx8cZW2xRyUOiS3ZZ9W3N5a1Xy alice@laptop"
-	keyBob   = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC3yv9Jm2ZcR7h0dDq bob@desk"
+	keyAlice = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIL+1YQmejgEbok4avfbtVjS02uJ3R8o5Y93hdeGH4vgP alice@laptop"
+	keyBob   = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAAAgQC/kWUcvZoagD20WyHflGtWmjyTDV0v/vGpGz+C7RpfoKdU6M/nq+WmrYP3E9uS5m/IysOBLRU3Dk/xAIV8Cuv1XEH8Df9So0mdVTb2vfOckhT5/JxL+cv3fiAwoP1pugaiOfr42jX2IPbqML7cBYkb6DpWVA7mGFr49/wQLdkoPQ== bob@desk"
 
 	h200 = "nvidia.com/GH100_H200"
 	t4   = "nvidia.com/TU104GL_Tesla_T4"
 )
 
 var (
-	stepKeys = []string{keyAlice, keyBob}
+	stepKeys = []string{keyBob, keyAlice} // as sshkeys.Collect reads testKeySecret: in its order
 
 	annPath           = field.NewPath("metadata", "annotations")
 	pathGPUsAnn       = annPath.Key(api.AnnotationGPUs)
@@ -198,8 +198,8 @@ func assertUserData(t *testing.T, merged, user, part []byte) {
 // stepChecks assert, for some golden cases, what a golden file cannot
 // spell out: that the merge gives the user's bytes back, that serials are
 // short and distinct. Keyed by the case's file name.
-var stepChecks = map[string]func(t *testing.T, res Result){
-	"data-disk-long-names-get-distinct-20-character-serials": func(t *testing.T, res Result) {
+var stepChecks = map[string]func(t *testing.T, res Result, secrets []*corev1.Secret){
+	"data-disk-long-names-get-distinct-20-character-serials": func(t *testing.T, res Result, secrets []*corev1.Secret) {
 		serials := map[string]string{} // volume source name → serial
 		disks := map[string]map[string]any{}
 		for _, d := range listAt(t, res.Object, "spec", "template", "spec", "domain", "devices", "disks") {
@@ -228,45 +228,39 @@ var stepChecks = map[string]func(t *testing.T, res Result){
 		if len(serials) != 2 || serials["home-directory-of-alice-2024"] == serials["home-directory-of-alice-2025"] {
 			t.Errorf("serials = %v, want two distinct ones", serials)
 		}
-		if len(res.Secrets) != 1 {
-			t.Fatalf("Secrets = %s, want the merged user-data", toJSON(res.Secrets))
-		}
 		want := renderPart(cloudinit.Part{Mounts: []cloudinit.Mount{
 			{Serial: serials["home-directory-of-alice-2024"], Path: "/home"},
 			{Serial: serials["home-directory-of-alice-2025"], Path: "/backup"},
 		}})
-		if got := res.Secrets[0].Secret.Data["userdata"]; !bytes.Equal(got, want) {
+		if got := userDataSecret(t, secrets); !bytes.Equal(got, want) {
 			t.Errorf("user-data mounts the disks by other serials:\n%s", got)
 		}
 	},
-	"cloud-init-the-user-s-inline-userdata-is-kept-byte-for-byte": func(t *testing.T, res Result) {
-		assertUserData(t, []byte(cloudInitSource(t, res.Object, "cloudinitdisk")["userData"].(string)), userCloudConfig, keysPart())
-	},
-	"cloud-init-userdatabase64-stays-base64": func(t *testing.T, res Result) {
-		merged, err := base64.StdEncoding.DecodeString(cloudInitSource(t, res.Object, "cloudinitdisk")["userDataBase64"].(string))
-		if err != nil {
-			t.Fatalf("userDataBase64: %v", err)
+	"cloud-init-the-user-s-inline-userdata-is-kept-byte-for-byte": func(t *testing.T, res Result, secrets []*corev1.Secret) {
+		// Keys through cloud-init are Secret data: the merge lives in the
+		// reconciler's Secret, the user's own part in the annotation.
+		saved := savedSource(t, res)
+		if saved.UserData == nil || *saved.UserData != string(userCloudConfig) {
+			t.Errorf("annotation %s = %s, want the user's userData byte for byte", api.AnnotationUserData, saved)
 		}
-		assertUserData(t, merged, userShellScript, keysPart())
+		assertUserData(t, userDataSecret(t, secrets), userCloudConfig, keysPart())
 	},
-	"cloud-init-over-2048-bytes-the-user-s-inline-userdata-moves-to-a-secret": func(t *testing.T, res Result) {
-		if len(res.Secrets) != 1 {
-			t.Fatalf("Secrets = %s, want the merged user-data", toJSON(res.Secrets))
+	"cloud-init-userdatabase64-stays-base64": func(t *testing.T, res Result, secrets []*corev1.Secret) {
+		saved := savedSource(t, res)
+		if saved.UserDataBase64 == nil || *saved.UserDataBase64 != base64.StdEncoding.EncodeToString(userShellScript) {
+			t.Errorf("annotation %s = %s, want the user's userDataBase64", api.AnnotationUserData, saved)
 		}
-		assertUserData(t, res.Secrets[0].Secret.Data["userdata"], userCloudConfig, homePart())
+		assertUserData(t, userDataSecret(t, secrets), userShellScript, keysPart())
 	},
-	"cloud-init-user-data-in-the-user-s-secret-is-merged-into-the-vm-s-secret": func(t *testing.T, res Result) {
-		if len(res.Secrets) != 1 {
-			t.Fatalf("Secrets = %s, want the merged user-data", toJSON(res.Secrets))
-		}
-		assertUserData(t, res.Secrets[0].Secret.Data["userdata"], userCloudConfig, keysPart())
+	"cloud-init-over-2048-bytes-the-user-s-inline-userdata-moves-to-a-secret": func(t *testing.T, res Result, secrets []*corev1.Secret) {
+		assertUserData(t, userDataSecret(t, secrets), userCloudConfig, homePart())
 	},
-	"all-steps-together": func(t *testing.T, res Result) {
+	"cloud-init-user-data-in-the-user-s-secret-is-merged-into-the-vm-s-secret": func(t *testing.T, res Result, secrets []*corev1.Secret) {
+		assertUserData(t, userDataSecret(t, secrets), userCloudConfig, keysPart())
+	},
+	"all-steps-together": func(t *testing.T, res Result, secrets []*corev1.Secret) {
 		part := renderPart(cloudinit.Part{Mounts: []cloudinit.Mount{{Serial: "home", Path: "/home"}}, Owner: "alice", AuthorizedKeys: stepKeys})
-		if len(res.Secrets) != 1 || res.Secrets[0].Secret.Name != vmUserDataSecret {
-			t.Fatalf("Secrets = %s, want %s only", toJSON(res.Secrets), vmUserDataSecret)
-		}
-		assertUserData(t, res.Secrets[0].Secret.Data["userdata"], userCloudConfig, part)
+		assertUserData(t, userDataSecret(t, secrets), userCloudConfig, part)
 		wantGPUs := jsonList(jsonObj("name", "gpu0", "deviceName", h200))
 		if got := listAt(t, res.Object, "spec", "template", "spec", "domain", "devices", "gpus"); !reflect.DeepEqual(got, wantGPUs) {
 			t.Errorf("gpus = %s", toJSON(got))
@@ -278,7 +272,7 @@ var stepChecks = map[string]func(t *testing.T, res Result){
 		want := api.Injected{
 			DataDisks: []api.InjectedDisk{{Name: "home", Kind: api.KindDataVolume, Disk: "vs-home", Serial: "home", Type: "disk", Bus: "virtio", MountPath: "/home"}},
 			GPUs:      &api.InjectedGPUs{Added: []api.InjectedGPU{{Name: "gpu0", DeviceName: h200}}},
-			SSHKeys:   &api.InjectedSSHKeys{User: "alice", Propagation: api.PropagationCloudInit, Keys: 2},
+			SSHKeys:   &api.InjectedSSHKeys{User: "alice", Propagation: api.PropagationCloudInit},
 			Video:     &api.InjectedVideo{Type: "virtio", AddedTablet: true},
 			CloudInit: &api.InjectedCloudInit{Volume: "cloudinitdisk", Secret: vmUserDataSecret},
 		}
@@ -286,6 +280,32 @@ var stepChecks = map[string]func(t *testing.T, res Result){
 			t.Errorf("Injected = %s, want %s", toJSON(res.Injected), toJSON(want))
 		}
 	},
+}
+
+// userDataSecret is the data of the one user-data Secret among secrets.
+func userDataSecret(t *testing.T, secrets []*corev1.Secret) []byte {
+	t.Helper()
+	for _, s := range secrets {
+		if s.Name == vmUserDataSecret {
+			return s.Data["userdata"]
+		}
+	}
+	t.Fatalf("Secrets = %s, want %s", toJSON(secrets), vmUserDataSecret)
+	return nil
+}
+
+// savedSource is the user's own source the admission kept in
+// virtstation.io/user-data.
+func savedSource(t *testing.T, res Result) api.UserCloudInit {
+	t.Helper()
+	md, _ := res.Object["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	v, _ := ann[api.AnnotationUserData].(string)
+	u, err := api.ParseUserCloudInit(v)
+	if err != nil {
+		t.Fatalf("annotation %s: %v", api.AnnotationUserData, err)
+	}
+	return u
 }
 
 // homePart is Virtstation's part for a DataVolume mounted at /home.
@@ -314,12 +334,13 @@ func TestMutateSteps(t *testing.T) {
 			if after := toJSON(in.Object); after != before {
 				t.Errorf("Mutate changed its input object:\n%s", after)
 			}
-			if len(res.Denied) > 0 && (res.Object != nil || len(res.Secrets) > 0) {
-				t.Errorf("denied mutation returned an object or Secrets:\n%s\n%s", toJSON(res.Object), toJSON(res.Secrets))
+			if len(res.Denied) > 0 && res.Object != nil {
+				t.Errorf("denied mutation returned an object:\n%s", toJSON(res.Object))
 			}
-			compareGolden(t, filepath.Join(stepsDir, g.name+".out.yaml"), renderStepOutput(t, res))
+			secrets := reconciledSecrets(t, g.cluster(t), in, res.Object)
+			compareGolden(t, filepath.Join(stepsDir, g.name+".out.yaml"), renderStepOutput(t, res, secrets))
 			if check := stepChecks[g.name]; check != nil && len(res.Denied) == 0 {
-				check(t, res)
+				check(t, res, secrets)
 			}
 		})
 	}
@@ -345,11 +366,7 @@ func TestMutateStepsIdempotent(t *testing.T) {
 			if len(first.Denied) > 0 {
 				t.Skip("denied")
 			}
-			for _, w := range first.Secrets {
-				if existing, _ := cluster.Secret(stepContext, w.Secret.Namespace, w.Secret.Name); existing == nil || !w.CreateOnly {
-					cluster.AddSecret(w.Secret.DeepCopy())
-				}
-			}
+			storeSecrets(t, cluster, in, first)
 			second, err := Mutate(stepContext, reinput(t, in, first.Object), cluster)
 			if err != nil || len(second.Denied) > 0 {
 				t.Fatalf("second Mutate: %v %v", err, second.Denied)
@@ -360,8 +377,8 @@ func TestMutateStepsIdempotent(t *testing.T) {
 			if toJSON(second.Injected) != toJSON(first.Injected) {
 				t.Errorf("second Injected %s, first %s", toJSON(second.Injected), toJSON(first.Injected))
 			}
-			if !reflect.DeepEqual(second.Secrets, first.Secrets) {
-				t.Errorf("second Secrets %s, first %s", toJSON(second.Secrets), toJSON(first.Secrets))
+			if a, b := reconciledSecrets(t, cluster, in, second.Object), reconciledSecrets(t, cluster, in, first.Object); !reflect.DeepEqual(a, b) {
+				t.Errorf("second Secrets %s, first %s", toJSON(a), toJSON(b))
 			}
 		})
 	}

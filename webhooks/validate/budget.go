@@ -136,10 +136,12 @@ func (e *BudgetError) Error() string {
 }
 
 // CheckBudget compiles the modules and evaluates the set on each sample
-// input, each within budget (retried once). A sample that runs over is a
-// *BudgetError naming the module the time went to; a policy set that does
+// input, each within budget (retried once) and within PolicyMemoryBudget
+// of heap allocation. A sample that runs over the time is a *BudgetError
+// naming the module the time went to, one that allocates too much a
+// *MemoryBudgetError naming the module it was in; a policy set that does
 // not compile, or fails to evaluate on a sample, is a *PolicyError. Tests
-// are not run (see RunTests).
+// are not run (see RunTests and RunTestsWithin).
 func CheckBudget(ctx context.Context, modules []Module, budget time.Duration) error {
 	compiler, err := Compile(modules)
 	if err != nil {
@@ -150,19 +152,38 @@ func CheckBudget(ctx context.Context, modules []Module, budget time.Duration) er
 
 // checkBudget is CheckBudget on a compiled set.
 func checkBudget(ctx context.Context, compiler *ast.Compiler, modules []Module, samples []Sample, budget time.Duration) error {
+	return checkBudgets(ctx, compiler, modules, samples, budget, PolicyMemoryBudget)
+}
+
+// checkBudgets is checkBudget with a memory budget of memory bytes of heap
+// allocation per evaluation: every evaluation is metered (startAllocMeter),
+// so one that is stopped by the time budget is also stopped once it has
+// allocated that much.
+func checkBudgets(ctx context.Context, compiler *ast.Compiler, modules []Module, samples []Sample, budget time.Duration, memory uint64) error {
 	set, err := newPolicySet(ctx, compiler, modules)
 	if err != nil {
 		return err
 	}
 	for _, s := range samples {
-		var derr *DeadlineError
-		for attempt := 0; attempt < budgetAttempts; attempt++ {
-			_, err = set.evaluate(ctx, budget, s.Input)
-			if !errors.As(err, &derr) {
+		var (
+			derr *DeadlineError
+			used uint64
+		)
+		for attempt := 0; attempt < max(budgetAttempts, memoryAttempts); attempt++ {
+			mctx, meter := startAllocMeter(ctx, memory)
+			_, err = set.evaluate(mctx, budget, s.Input)
+			meter.stop()
+			derr, used = nil, meter.tripped()
+			if used == 0 && !errors.As(err, &derr) {
 				break
 			}
 		}
 		switch {
+		case used > 0 && ctx.Err() == nil:
+			return &MemoryBudgetError{
+				Module: set.memoryCulprit(ctx, s, memory), Sample: s.Name, Description: s.Description,
+				Allocated: used, Budget: memory,
+			}
 		case err == nil:
 		case derr != nil:
 			return &BudgetError{Sample: s.Name, Description: s.Description, Budget: budget, Module: derr.Module, Line: derr.Line}

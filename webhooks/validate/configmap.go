@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,7 +51,9 @@ const budgetCheckTimeout = time.Second
 // compile, uses a disallowed built-in, or whose tests (or the shipped tests)
 // fail with it, naming the key and quoting the compiler's file:line message;
 // Rego whose evaluation on one of the sample inputs (see Samples) takes
-// longer than PolicyBudget, naming the key the time went to; and
+// longer than PolicyBudget, naming the key the time went to; Rego whose
+// tests, or evaluation on a sample input, allocate more than
+// PolicyMemoryBudget, naming the key; and
 // enforcement modes that do not parse or name a rule that cannot take one
 // (an id no rule defines, or a Go check that always denies). Safe for
 // concurrent use.
@@ -62,6 +65,11 @@ type ConfigMapValidator struct {
 	// is checked within the whole set the loader will load. Without it the
 	// ConfigMap is checked with the shipped modules only.
 	Reader client.Reader
+
+	// checking serializes the policy checks: each meters the process's
+	// allocations (PolicyMemoryBudget), which another check running at the
+	// same time would add to; and two at once would need twice the memory.
+	checking sync.Mutex
 }
 
 var _ admission.Handler = (*ConfigMapValidator)(nil)
@@ -165,10 +173,12 @@ func (v *ConfigMapValidator) validatePolicy(ctx context.Context, cm *corev1.Conf
 	operator, owners := OperatorModules(cms)
 	modules := Merge(ShippedModules(), operator)
 
+	v.checking.Lock()
+	defer v.checking.Unlock()
 	compiler, err := Compile(modules)
 	if err == nil {
 		err = withTimeout(ctx, configMapCheckTimeout, "the policy tests", "the tests", func(ctx context.Context) error {
-			return RunTests(ctx, modules)
+			return RunTestsWithin(ctx, modules, PolicyMemoryBudget)
 		})
 	}
 	if err == nil {
@@ -178,6 +188,7 @@ func (v *ConfigMapValidator) validatePolicy(ctx context.Context, cm *corev1.Conf
 	}
 	var (
 		be *BudgetError
+		me *MemoryBudgetError
 		st *stepTimeout
 		pe *PolicyError
 	)
@@ -186,6 +197,8 @@ func (v *ConfigMapValidator) validatePolicy(ctx context.Context, cm *corev1.Conf
 		return errs, warnings, nil
 	case errors.As(err, &be):
 		return append(errs, budgetFieldError(be, cm.Name, owners)), warnings, nil
+	case errors.As(err, &me):
+		return append(errs, memoryFieldError(me, cm.Name, owners)), warnings, nil
 	case errors.As(err, &st):
 		return append(errs, field.Invalid(data, field.OmitValueType{}, st.Error())), warnings, nil
 	case !errors.As(err, &pe):
@@ -216,7 +229,7 @@ func (e *stepTimeout) Error() string {
 }
 
 // withTimeout runs check under a timeout; when that runs out and check
-// returns neither a *PolicyError nor a *BudgetError, the error is a
+// returns none of *PolicyError, *BudgetError and *MemoryBudgetError, the error is a
 // *stepTimeout saying what did not finish (and what to make faster).
 func withTimeout(ctx context.Context, limit time.Duration, what, faster string, check func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
@@ -225,8 +238,9 @@ func withTimeout(ctx context.Context, limit time.Duration, what, faster string, 
 	var (
 		pe *PolicyError
 		be *BudgetError
+		me *MemoryBudgetError
 	)
-	if err != nil && ctx.Err() != nil && !errors.As(err, &pe) && !errors.As(err, &be) {
+	if err != nil && ctx.Err() != nil && !errors.As(err, &pe) && !errors.As(err, &be) && !errors.As(err, &me) {
 		return &stepTimeout{what: what, faster: faster, limit: limit}
 	}
 	return err
@@ -257,4 +271,28 @@ func budgetFieldError(be *BudgetError, cm string, owners map[string][]string) *f
 			"(rule: policy-budget; fix: make %s faster, for example iterate over the VM's own disks or annotations instead of numbers.range or large comprehensions; "+
 			"every admission's evaluation is cut off at its deadline and the VM denied)",
 		where, be.Sample, be.Description, be.Budget, orDefault(be.Module, "the operator modules")))
+}
+
+// memoryFieldError is the denial of a policy set whose test or sample
+// evaluation went over PolicyMemoryBudget: on data[module] when the module
+// is cm's, naming the module, the test or sample, the budget and the fix.
+func memoryFieldError(me *MemoryBudgetError, cm string, owners map[string][]string) *field.Error {
+	fld := field.NewPath("data")
+	where := "the policy set"
+	if me.Module != "" {
+		where = "module " + me.Module
+		switch o := owners[me.Module]; {
+		case len(o) > 0 && o[len(o)-1] == cm:
+			fld = fld.Key(me.Module)
+		case len(o) > 0:
+			where += " in ConfigMap " + o[len(o)-1]
+		default:
+			where += " (shipped, with this ConfigMap's modules)"
+		}
+	}
+	return field.Invalid(fld, field.OmitValueType{}, fmt.Sprintf(
+		"%s: %s allocated more than the %s memory budget and was stopped "+
+			"(rule: %s; fix: make %s build smaller values, for example iterate over the VM's own disks or annotations instead of numbers.range or large comprehensions; "+
+			"a policy that needs this much memory would take the webhook's memory at admission)",
+		where, me.what(), mib(me.Budget), RulePolicyMemory, orDefault(me.Module, "the operator modules")))
 }

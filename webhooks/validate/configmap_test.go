@@ -90,6 +90,16 @@ func TestConfigMapValidator(t *testing.T) {
 			cm:   policyConfigMap("p", sources(slowHelperModules)),
 			want: []string{"data[expensive.rego]: Invalid value: module expensive.rego", "the 100ms budget"},
 		},
+		"test allocating 330 MiB": {
+			cm: policyConfigMap("p", map[string]string{"ok.rego": "package virtstation.rules.ok\n", "hog_test.rego": hogTestSource}),
+			want: []string{"data[hog_test.rego]: Invalid value: module hog_test.rego: test data.virtstation.rules.hog.test_range allocated more than the 64 MiB memory budget",
+				"rule: policy-memory; fix: make hog_test.rego build smaller values"},
+		},
+		"rule allocating 330 MiB on the samples": {
+			cm: policyConfigMap("p", map[string]string{"hogrule.rego": hogRuleSource}),
+			// The time budget or the memory one: both name the module.
+			want: []string{"data[hogrule.rego]: Invalid value: module hogrule.rego", "on the sample input"},
+		},
 		"fails to evaluate on a sample": {
 			cm:   policyConfigMap("p", map[string]string{"conflict.rego": "package virtstation.rules.conflict\n\nx := 1\n\nx := 2 if input.operation\n\ndeny contains \"no\" if x == 3\n"}),
 			want: []string{"data[conflict.rego]: Invalid value: conflict.rego:", "eval_conflict_error", "on the sample input"},

@@ -22,35 +22,47 @@ func RunTests(ctx context.Context, modules []Module) error {
 	if err != nil {
 		return err
 	}
-	results, err := tester.NewRunner().
-		SetCompiler(newCompiler().WithEnablePrintStatements(true)).
-		SetDefaultRegoVersion(ast.RegoV1).
-		SetTimeout(testTimeout).
-		CapturePrintOutput(true).
-		SetModules(parsed).
-		RunTests(ctx, nil)
+	results, err := newTestRunner(parsed).RunTests(ctx, nil)
 	if err != nil {
 		return policyError(problemsOf(err, ""))
 	}
 	var problems []PolicyProblem
 	for r := range results {
-		if r.Pass() || r.Skip {
-			continue
+		if p, failed := testProblem(r); failed {
+			problems = append(problems, p)
 		}
-		p := PolicyProblem{Message: fmt.Sprintf("test %s.%s failed", r.Package, r.Name)}
-		if r.Location != nil {
-			p.File, p.Line = r.Location.File, r.Location.Row
-		}
-		if r.Error != nil {
-			p.Message = fmt.Sprintf("test %s.%s: error: %v", r.Package, r.Name, r.Error)
-		}
-		if out := strings.TrimSpace(string(r.Output)); out != "" {
-			p.Message += "; printed: " + out
-		}
-		problems = append(problems, p)
 	}
 	if len(problems) > 0 {
 		return policyError(problems)
 	}
 	return ctx.Err()
+}
+
+// newTestRunner is OPA's test runner as RunTests runs it.
+func newTestRunner(parsed map[string]*ast.Module) *tester.Runner {
+	return tester.NewRunner().
+		SetCompiler(newCompiler().WithEnablePrintStatements(true)).
+		SetDefaultRegoVersion(ast.RegoV1).
+		SetTimeout(testTimeout).
+		CapturePrintOutput(true).
+		SetModules(parsed)
+}
+
+// testProblem is the problem a failed test result reports; false when the
+// test passed or was skipped.
+func testProblem(r *tester.Result) (PolicyProblem, bool) {
+	if r.Pass() || r.Skip {
+		return PolicyProblem{}, false
+	}
+	p := PolicyProblem{Message: fmt.Sprintf("test %s.%s failed", r.Package, r.Name)}
+	if r.Location != nil {
+		p.File, p.Line = r.Location.File, r.Location.Row
+	}
+	if r.Error != nil {
+		p.Message = fmt.Sprintf("test %s.%s: error: %v", r.Package, r.Name, r.Error)
+	}
+	if out := strings.TrimSpace(string(r.Output)); out != "" {
+		p.Message += "; printed: " + out
+	}
+	return p, true
 }

@@ -1,4 +1,4 @@
-package sshkeys
+package vmsecret
 
 import (
 	"bytes"
@@ -12,36 +12,36 @@ import (
 	"github.com/virtstation/virtstation/api"
 )
 
-// ownership is how an existing Secret named SecretName(vm) relates to vm.
-type ownership int
+// Ownership is how an existing per-VM Secret relates to vm.
+type Ownership int
 
 const (
-	// ours: vm is the Secret's controller.
-	ours ownership = iota
-	// adoptable: labelled managed-by virtstation and without a controller,
-	// as the webhook creates it at admission, before the VM has a UID.
-	adoptable
-	// previousVM: controlled by an earlier VM of the same name, which
+	// Ours: vm is the Secret's controller.
+	Ours Ownership = iota
+	// Adoptable: labelled managed-by virtstation and without a controller,
+	// as earlier versions of the webhook created it at admission.
+	Adoptable
+	// PreviousVM: controlled by an earlier VM of the same name, which
 	// garbage collection has yet to catch up with.
-	previousVM
-	// foreign: anything else; never touched.
-	foreign
+	PreviousVM
+	// Foreign: anything else; never touched.
+	Foreign
 )
 
-// classify says whose s is, and for a foreign Secret why it is not ours.
-func classify(s *corev1.Secret, vm *kubevirtv1.VirtualMachine) (ownership, string) {
+// Classify says whose s is, and for a foreign Secret why it is not ours.
+func Classify(s *corev1.Secret, vm *kubevirtv1.VirtualMachine) (Ownership, string) {
 	owner := metav1.GetControllerOfNoCopy(s)
 	switch {
 	case s.Labels[api.LabelManagedBy] != api.ManagedByValue:
-		return foreign, fmt.Sprintf("it lacks the label %s=%s", api.LabelManagedBy, api.ManagedByValue)
+		return Foreign, fmt.Sprintf("it lacks the label %s=%s", api.LabelManagedBy, api.ManagedByValue)
 	case owner == nil:
-		return adoptable, ""
+		return Adoptable, ""
 	case owner.UID == vm.UID:
-		return ours, ""
+		return Ours, ""
 	case isVMRef(owner) && owner.Name == vm.Name:
-		return previousVM, ""
+		return PreviousVM, ""
 	default:
-		return foreign, fmt.Sprintf("it is controlled by %s %s", owner.Kind, owner.Name)
+		return Foreign, fmt.Sprintf("it is controlled by %s %s", owner.Kind, owner.Name)
 	}
 }
 
@@ -51,11 +51,11 @@ func isVMRef(ref *metav1.OwnerReference) bool {
 	return err == nil && gv.Group == kubevirtv1.VirtualMachineGroupVersionKind.Group && ref.Kind == kubevirtv1.VirtualMachineGroupVersionKind.Kind
 }
 
-// update returns a copy of cur changed to match desired (data, desired's
+// Update returns a copy of cur changed to match desired (data, desired's
 // labels, desired's controller reference) and whether anything changed. cur
 // keeps its other labels, annotations and owner references, its type and its
 // resourceVersion, so writing the copy is an optimistic-concurrency update.
-func update(cur, desired *corev1.Secret) (*corev1.Secret, bool) {
+func Update(cur, desired *corev1.Secret) (*corev1.Secret, bool) {
 	next := cur.DeepCopy()
 	changed := false
 	if !equalData(next.Data, desired.Data) {

@@ -1,4 +1,4 @@
-package sshkeys
+package vmsecret
 
 import (
 	"reflect"
@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/api"
 )
@@ -30,30 +31,30 @@ func TestClassify(t *testing.T) {
 	vm := testVM("uid-1")
 	cases := map[string]struct {
 		secret *corev1.Secret
-		want   ownership
+		want   Ownership
 		why    string
 	}{
-		"controlled by the vm":             {secret: existing(managedBy, ownerRef("kubevirt.io/v1", "VirtualMachine", "dev", "uid-1", true)), want: ours},
-		"created by the webhook, no owner": {secret: existing(managedBy), want: adoptable},
+		"controlled by the vm":             {secret: existing(managedBy, ownerRef("kubevirt.io/v1", "VirtualMachine", "dev", "uid-1", true)), want: Ours},
+		"created by the webhook, no owner": {secret: existing(managedBy), want: Adoptable},
 		"non-controller owner only": {
-			secret: existing(managedBy, ownerRef("v1", "ConfigMap", "x", "uid-9", false)), want: adoptable},
+			secret: existing(managedBy, ownerRef("v1", "ConfigMap", "x", "uid-9", false)), want: Adoptable},
 		"an earlier vm of the same name": {
-			secret: existing(managedBy, ownerRef("kubevirt.io/v1", "VirtualMachine", "dev", "uid-0", true)), want: previousVM},
+			secret: existing(managedBy, ownerRef("kubevirt.io/v1", "VirtualMachine", "dev", "uid-0", true)), want: PreviousVM},
 		"controlled by something else": {
-			secret: existing(managedBy, ownerRef("apps/v1", "Deployment", "web", "uid-2", true)), want: foreign,
+			secret: existing(managedBy, ownerRef("apps/v1", "Deployment", "web", "uid-2", true)), want: Foreign,
 			why: "it is controlled by Deployment web"},
 		"not labelled managed-by": {
-			secret: existing(nil), want: foreign,
+			secret: existing(nil), want: Foreign,
 			why: "it lacks the label " + api.LabelManagedBy + "=" + api.ManagedByValue},
 		"labelled by someone else": {
-			secret: existing(map[string]string{api.LabelManagedBy: "helm"}, ownerRef("kubevirt.io/v1", "VirtualMachine", "dev", "uid-1", true)), want: foreign,
+			secret: existing(map[string]string{api.LabelManagedBy: "helm"}, ownerRef("kubevirt.io/v1", "VirtualMachine", "dev", "uid-1", true)), want: Foreign,
 			why: "it lacks the label " + api.LabelManagedBy + "=" + api.ManagedByValue},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, why := classify(tc.secret, vm)
+			got, why := Classify(tc.secret, vm)
 			if got != tc.want || why != tc.why {
-				t.Errorf("classify = %v %q, want %v %q", got, why, tc.want, tc.why)
+				t.Errorf("Classify = %v %q, want %v %q", got, why, tc.want, tc.why)
 			}
 		})
 	}
@@ -61,10 +62,9 @@ func TestClassify(t *testing.T) {
 
 func TestUpdate(t *testing.T) {
 	vm := testVM("uid-1")
-	keys := []string{"ssh-ed25519 AAAA a"}
-	desired := Desired(vm, keys)
+	data := map[string][]byte{"authorized_keys": []byte("ssh-ed25519 AAAA a\n")}
+	desired := New(vm, "dev-ssh-keys", data)
 	ref := desired.OwnerReferences[0]
-	data := map[string][]byte{DataKey: Render(keys)}
 
 	withData := func(s *corev1.Secret, d map[string][]byte) *corev1.Secret { s.Data = d; return s }
 	cases := map[string]struct {
@@ -89,7 +89,7 @@ func TestUpdate(t *testing.T) {
 			}(),
 		},
 		"adopting the webhook's empty secret": {
-			cur:     withData(existing(managedBy), map[string][]byte{DataKey: {}}),
+			cur:     withData(existing(managedBy), map[string][]byte{"authorized_keys": {}}),
 			want:    withData(existing(managedBy, ref), data),
 			changed: true,
 		},
@@ -99,12 +99,12 @@ func TestUpdate(t *testing.T) {
 			changed: true,
 		},
 		"rotated keys": {
-			cur:     withData(existing(managedBy, ref), map[string][]byte{DataKey: []byte("ssh-rsa OLD\n")}),
+			cur:     withData(existing(managedBy, ref), map[string][]byte{"authorized_keys": []byte("ssh-rsa OLD\n")}),
 			want:    withData(existing(managedBy, ref), data),
 			changed: true,
 		},
 		"extra data keys are dropped": {
-			cur:     withData(existing(managedBy, ref), map[string][]byte{DataKey: Render(keys), "stray": []byte("ssh-rsa X")}),
+			cur:     withData(existing(managedBy, ref), map[string][]byte{"authorized_keys": []byte("ssh-ed25519 AAAA a\n"), "stray": []byte("ssh-rsa X")}),
 			want:    withData(existing(managedBy, ref), data),
 			changed: true,
 		},
@@ -117,7 +117,7 @@ func TestUpdate(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			before := tc.cur.DeepCopy()
-			got, changed := update(tc.cur, desired)
+			got, changed := Update(tc.cur, desired)
 			if changed != tc.changed {
 				t.Errorf("changed = %v, want %v", changed, tc.changed)
 			}
@@ -129,4 +129,10 @@ func TestUpdate(t *testing.T) {
 			}
 		})
 	}
+}
+
+func testVM(uid types.UID) *kubevirtv1.VirtualMachine {
+	vm := &kubevirtv1.VirtualMachine{}
+	vm.Namespace, vm.Name, vm.UID = "ns", "dev", uid
+	return vm
 }

@@ -1,0 +1,42 @@
+package vmsecret
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/virtstation/virtstation/api"
+)
+
+// OwnedSource is a watch of the per-VM Secrets, as metadata only, through a
+// cache of its own that holds just Secrets labelled
+// app.kubernetes.io/managed-by=virtstation: a change enqueues the
+// controlling VM, so an edited or deleted Secret is put back. The manager's
+// cache may then be restricted to key Secrets without hiding the per-VM
+// ones. The cache is added to mgr and runs on the leader only, with the
+// controllers.
+func OwnedSource(mgr ctrl.Manager) (source.Source, error) {
+	owned, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient:           mgr.GetHTTPClient(),
+		Scheme:               mgr.GetScheme(),
+		Mapper:               mgr.GetRESTMapper(),
+		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{api.LabelManagedBy: api.ManagedByValue}),
+		DefaultTransform:     cache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create cache for per-vm secrets: %w", err)
+	}
+	if err := mgr.Add(owned); err != nil {
+		return nil, fmt.Errorf("add cache for per-vm secrets: %w", err)
+	}
+	secretMeta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
+	toOwner := handler.TypedEnqueueRequestForOwner[*metav1.PartialObjectMetadata](
+		mgr.GetScheme(), mgr.GetRESTMapper(), &kubevirtv1.VirtualMachine{}, handler.OnlyControllerOwner())
+	return source.Kind(owned, secretMeta, toOwner), nil
+}
