@@ -64,6 +64,12 @@ const (
 	// AnnotationSharedBy is "<ns>/<vm>,<ns>/<vm>": the read-only (cdrom,
 	// readOnly) claims, sorted.
 	AnnotationSharedBy = "virtstation.io/shared-by"
+	// AnnotationClaimUIDs is "<ns>/<vm>=<uid>,…", sorted: the metadata.uid
+	// of the VM each claim was written for. It binds a claim to that one
+	// VM: a VM of the same name with another uid (deleted and recreated,
+	// or never stored, as for a forged create) does not hold the claim.
+	// Claims written before it existed have no entry and are bound by name.
+	AnnotationClaimUIDs = "virtstation.io/claim-uids"
 )
 
 // Kinds of object a data disk is.

@@ -14,8 +14,17 @@ import (
 )
 
 // DefaultGrace is how long a claim counts even though its VM does not exist
-// (yet): the VM's create may still be in flight.
-const DefaultGrace = 2 * time.Minute
+// (yet), or does not attach the disk: the VM's create or update may still
+// be in flight. The grace exists only to cover the gap between the
+// validating admission that writes the claim and the API server storing
+// the object: validating webhooks run in parallel, so that gap is at most
+// the slowest validating webhook's timeout (Virtstation's are 5 s,
+// KubeVirt's 10 s) plus the storage write. 20 s covers it with room to
+// spare, and is also all a forged admission (an AdmissionReview POSTed to
+// the webhook without passing the API server) can hold a disk for: the
+// Releaser then finds no stored VM with the claim's name and uid. The
+// webhook's --claim-grace overrides it.
+const DefaultGrace = 20 * time.Second
 
 // RefreshAfter is how old a claim may be before Claim, finding it already in
 // place, writes claimed-at again instead of doing nothing. The write changes
@@ -68,8 +77,9 @@ func (e *ClaimedError) Is(target error) bool { return target == ErrClaimed }
 // next to another VM's writable claim. A VM that holds the other kind of
 // claim is switched to the one asked for.
 //
-// When vm already holds the claim asked for, and it was written less than
-// RefreshAfter ago, Claim writes nothing.
+// When vm already holds the claim asked for, bound to the uid given (see
+// WithUID), and it was written less than RefreshAfter ago, Claim writes
+// nothing.
 //
 // Replacing drops claims the caller judged stale in the same write.
 func Claim(ctx context.Context, c client.Client, obj client.Object, vm types.NamespacedName, readOnly bool, now time.Time, opts ...ClaimOption) error {
@@ -77,7 +87,7 @@ func Claim(ctx context.Context, c client.Client, obj client.Object, vm types.Nam
 	for _, opt := range opts {
 		opt(&o)
 	}
-	next, changed, err := claimed(Read(obj), Name(vm), readOnly, now, o.replacing)
+	next, changed, err := claimed(Read(obj), Name(vm), o.uid, readOnly, now, o.replacing)
 	if err != nil {
 		return fmt.Errorf("claim %s for %s: %w", describe(obj), vm, err)
 	}
@@ -115,6 +125,19 @@ type ClaimOption func(*claimOptions)
 
 type claimOptions struct {
 	replacing []string
+	uid       types.UID
+}
+
+// WithUID binds the claim to the VM's metadata.uid (recorded in
+// virtstation.io/claim-uids): the claim then holds only while a VM of that
+// name with that uid exists (see ClaimantFacts), so a claim written for a
+// VM that is never stored, or a VM deleted and created again under the
+// same name, is released once its grace runs out. The validating webhook
+// always passes it (the API server sets metadata.uid before validating
+// admission, on CREATE too); without it the claim is bound by name, as
+// claims written before uids were recorded are.
+func WithUID(uid types.UID) ClaimOption {
+	return func(o *claimOptions) { o.uid = uid }
 }
 
 // Replacing makes Claim remove the claims of stale holders ("<ns>/<vm>") in
@@ -126,9 +149,9 @@ func Replacing(stale ...string) ClaimOption {
 	return func(o *claimOptions) { o.replacing = append(o.replacing, stale...) }
 }
 
-// claimed returns s with vm's claim added and the claims of replacing
-// removed, and whether anything changed.
-func claimed(s State, vm string, readOnly bool, now time.Time, replacing []string) (State, bool, error) {
+// claimed returns s with vm's claim (bound to uid unless it is "") added
+// and the claims of replacing removed, and whether anything changed.
+func claimed(s State, vm string, uid types.UID, readOnly bool, now time.Time, replacing []string) (State, bool, error) {
 	base := s
 	if stale := slices.DeleteFunc(slices.Clone(replacing), func(h string) bool { return h == vm }); len(stale) > 0 {
 		base = s.without(stale...)
@@ -146,7 +169,8 @@ func claimed(s State, vm string, readOnly bool, now time.Time, replacing []strin
 	// A VM recorded as writer and reader at once (only a hand edit does
 	// that) is rewritten with the one claim asked for.
 	both := base.ClaimedBy == vm && slices.Contains(base.SharedBy, vm)
-	if held && heldReadOnly == readOnly && fresh && !both && base.equal(s) {
+	bound := uid == "" || base.UID(vm) == uid
+	if held && heldReadOnly == readOnly && fresh && !both && bound && base.equal(s) {
 		return s, false, nil
 	}
 	next := base.without(vm)
@@ -156,7 +180,7 @@ func claimed(s State, vm string, readOnly bool, now time.Time, replacing []strin
 		next.ClaimedBy = vm
 	}
 	next.ClaimedAt = now
-	return next, true, nil
+	return next.withUID(vm, uid), true, nil
 }
 
 // write patches obj's claim annotations to s with optimistic locking.

@@ -56,7 +56,7 @@ func vmKey(name string) types.NamespacedName {
 }
 
 func TestClaim(t *testing.T) {
-	fresh, stale := claimedAt(t0.Add(-10*time.Second)), claimedAt(t0.Add(-RefreshAfter))
+	fresh, stale := claimedAt(t0.Add(-RefreshAfter/2)), claimedAt(t0.Add(-RefreshAfter))
 	tests := map[string]struct {
 		before   map[string]string
 		vm       string
@@ -141,6 +141,30 @@ func TestClaim(t *testing.T) {
 			before: map[string]string{api.AnnotationSharedBy: "ns/a,ns/b", api.AnnotationClaimedAt: fresh},
 			vm:     "a", readOnly: true, opts: []ClaimOption{Replacing("ns/b")},
 			want: map[string]string{api.AnnotationSharedBy: "ns/a", api.AnnotationClaimedAt: claimedAt(t0)}, writes: 1,
+		},
+		"bound to a uid on a free disk": {
+			vm: "a", opts: []ClaimOption{WithUID("u-a")},
+			want: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: claimedAt(t0), api.AnnotationClaimUIDs: "ns/a=u-a"}, writes: 1,
+		},
+		"already held with the uid, fresh: no write": {
+			before: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: fresh, api.AnnotationClaimUIDs: "ns/a=u-a"},
+			vm:     "a", opts: []ClaimOption{WithUID("u-a")},
+			want: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: fresh, api.AnnotationClaimUIDs: "ns/a=u-a"},
+		},
+		"held without a uid (written before uids), fresh: bound": {
+			before: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: fresh},
+			vm:     "a", opts: []ClaimOption{WithUID("u-a")},
+			want: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: claimedAt(t0), api.AnnotationClaimUIDs: "ns/a=u-a"}, writes: 1,
+		},
+		"held by an earlier VM of the name: rebound to this one": {
+			before: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: fresh, api.AnnotationClaimUIDs: "ns/a=u-old"},
+			vm:     "a", opts: []ClaimOption{WithUID("u-a")},
+			want: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: claimedAt(t0), api.AnnotationClaimUIDs: "ns/a=u-a"}, writes: 1,
+		},
+		"replacing a stale holder drops its uid": {
+			before: map[string]string{api.AnnotationClaimedBy: "ns/b", api.AnnotationClaimedAt: fresh, api.AnnotationClaimUIDs: "ns/b=u-b"},
+			vm:     "a", opts: []ClaimOption{WithUID("u-a"), Replacing("ns/b")},
+			want: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: claimedAt(t0), api.AnnotationClaimUIDs: "ns/a=u-a"}, writes: 1,
 		},
 		"replacing itself is ignored": {
 			before: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: fresh},

@@ -127,7 +127,7 @@ func (g *DeletionGuard) blockers(ctx context.Context, kind string, disk *metav1.
 func (g *DeletionGuard) addClaims(ctx context.Context, b *Blockers, s State, via string) error {
 	for _, holder := range s.Holders() {
 		_, readOnly := s.Holds(holder)
-		f, err := ClaimantFacts(ctx, g.Reader, holder, b.Disk)
+		f, err := ClaimantFacts(ctx, g.Reader, holder, s.UID(holder), b.Disk)
 		if err != nil {
 			return err
 		}
@@ -144,7 +144,10 @@ func (g *DeletionGuard) addClaims(ctx context.Context, b *Blockers, s State, via
 // ("<ns>/<vm>") of the disk at key, through r: whether the VM exists, and
 // whether it attaches the disk. A holder that names no VM is a VM that does
 // not exist; a VM of another namespace than the disk's does not attach it.
-func ClaimantFacts(ctx context.Context, r client.Reader, holder string, key types.NamespacedName) (Facts, error) {
+// uid is the uid the claim was written for (State.UID): a stored VM of that
+// name with another uid is not the holder, so the holder does not exist.
+// An empty uid (a claim written before uids were recorded) matches any.
+func ClaimantFacts(ctx context.Context, r client.Reader, holder string, uid types.UID, key types.NamespacedName) (Facts, error) {
 	name, ok := ParseName(holder)
 	if !ok {
 		return Facts{}, nil
@@ -155,6 +158,9 @@ func ClaimantFacts(ctx context.Context, r client.Reader, holder string, key type
 			return Facts{}, nil
 		}
 		return Facts{}, fmt.Errorf("get virtual machine %s: %w", name, err)
+	}
+	if uid != "" && vm.UID != uid {
+		return Facts{}, nil
 	}
 	return Facts{Exists: true, Attaches: vm.Namespace == key.Namespace && Attaches(&vm, key.Name)}, nil
 }

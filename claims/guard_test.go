@@ -50,7 +50,7 @@ func deleteRequest(t *testing.T, kind string, obj runtime.Object) admission.Requ
 }
 
 func TestDeletionGuard(t *testing.T) {
-	old, young := claimedAt(t0.Add(-time.Hour)), claimedAt(t0.Add(-20*time.Second))
+	old, young := claimedAt(t0.Add(-time.Hour)), claimedAt(t0.Add(-5*time.Second))
 	labelled := map[string]string{api.LabelDataDisk: api.LabelTrue}
 	pvc := diskPVC
 	annotations := field.NewPath("metadata", "annotations")
@@ -81,7 +81,7 @@ func TestDeletionGuard(t *testing.T) {
 			disk:    pvc(map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: young}),
 			cluster: []client.Object{existingVM("a")},
 			want: field.ErrorList{field.Forbidden(annotations.Key(api.AnnotationClaimedBy),
-				"PersistentVolumeClaim ns/disk is claimed writable by VirtualMachine ns/a, which does not attach it (any more); the claim was written moments ago, so an update of that VM may still be in progress (rule: data-disk-delete; fix: retry in 1m40s)")},
+				"PersistentVolumeClaim ns/disk is claimed writable by VirtualMachine ns/a, which does not attach it (any more); the claim was written moments ago, so an update of that VM may still be in progress (rule: data-disk-delete; fix: retry in 15s)")},
 		},
 		"old claim of a VM that is gone, disk used by a VMI: the VMI is named": {
 			disk:    pvc(map[string]string{api.AnnotationClaimedBy: "ns/gone", api.AnnotationClaimedAt: old}),
@@ -98,7 +98,7 @@ func TestDeletionGuard(t *testing.T) {
 		"young claim of a VM not created yet": {
 			disk: pvc(map[string]string{api.AnnotationClaimedBy: "ns/new", api.AnnotationClaimedAt: young}),
 			want: field.ErrorList{field.Forbidden(annotations.Key(api.AnnotationClaimedBy),
-				"PersistentVolumeClaim ns/disk is claimed writable by VirtualMachine ns/new, which does not exist yet: its create may still be in progress (rule: data-disk-delete; fix: retry in 1m40s; if the VM was created by then, delete it or detach the disk from it first)")},
+				"PersistentVolumeClaim ns/disk is claimed writable by VirtualMachine ns/new, which does not exist yet: its create may still be in progress (rule: data-disk-delete; fix: retry in 15s; if the VM was created by then, delete it or detach the disk from it first)")},
 		},
 		"used by a VMI": {
 			disk:    pvc(nil),

@@ -87,7 +87,7 @@ func (r *Releaser) reconcileDisk(ctx context.Context, key types.NamespacedName, 
 	s := Read(disk)
 	facts := make(map[string]Facts, len(s.Holders()))
 	for _, holder := range s.Holders() {
-		f, err := r.factsAbout(ctx, holder, key)
+		f, err := r.factsAbout(ctx, holder, s.UID(holder), key)
 		if err != nil {
 			return 0, err
 		}
@@ -116,10 +116,10 @@ func (r *Releaser) reconcileDisk(ctx context.Context, key types.NamespacedName, 
 	return d.RecheckAfter, nil
 }
 
-// factsAbout reads the claimant holder of the disk at key from the API
-// server.
-func (r *Releaser) factsAbout(ctx context.Context, holder string, key types.NamespacedName) (Facts, error) {
-	return ClaimantFacts(ctx, r.APIReader, holder, key)
+// factsAbout reads the claimant holder (bound to uid) of the disk at key
+// from the API server.
+func (r *Releaser) factsAbout(ctx context.Context, holder string, uid types.UID, key types.NamespacedName) (Facts, error) {
+	return ClaimantFacts(ctx, r.APIReader, holder, uid, key)
 }
 
 // inUse reports whether a VMI in the disk's namespace has a volume backed

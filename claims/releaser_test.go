@@ -19,6 +19,11 @@ import (
 	"github.com/virtstation/virtstation/api"
 )
 
+func withUID(vm *kubevirtv1.VirtualMachine, uid types.UID) *kubevirtv1.VirtualMachine {
+	vm.UID = uid
+	return vm
+}
+
 func attachingVM(name, disk string) *kubevirtv1.VirtualMachine {
 	vm := vmWith("", pvcVolume("d", disk))
 	vm.Name = name
@@ -26,7 +31,7 @@ func attachingVM(name, disk string) *kubevirtv1.VirtualMachine {
 }
 
 func TestReleaserReconcile(t *testing.T) {
-	old, young := claimedAt(t0.Add(-time.Hour)), claimedAt(t0.Add(-45*time.Second))
+	old, young := claimedAt(t0.Add(-time.Hour)), claimedAt(t0.Add(-5*time.Second))
 	tests := map[string]struct {
 		disk    client.Object
 		cluster []client.Object
@@ -39,7 +44,7 @@ func TestReleaserReconcile(t *testing.T) {
 		"claim of a missing VM, young: kept, looked at again": {
 			disk:    diskPVC(map[string]string{api.AnnotationClaimedBy: "ns/gone", api.AnnotationClaimedAt: young}),
 			want:    map[string]string{api.AnnotationClaimedBy: "ns/gone", api.AnnotationClaimedAt: young},
-			requeue: 75 * time.Second,
+			requeue: DefaultGrace - 5*time.Second,
 		},
 		"claim of a VM that attaches the disk: kept": {
 			disk:    diskPVC(map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: old}),
@@ -65,6 +70,26 @@ func TestReleaserReconcile(t *testing.T) {
 				Labels: map[string]string{api.LabelDataDisk: api.LabelTrue}, Annotations: map[string]string{api.AnnotationClaimedBy: "ns/gone", api.AnnotationClaimedAt: old}}},
 		},
 		"no claims": {disk: diskPVC(map[string]string{"other": "x"}), want: map[string]string{"other": "x"}},
+		"claim bound to the attaching VM's uid: kept": {
+			disk:    diskPVC(map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: old, api.AnnotationClaimUIDs: "ns/a=u-a"}),
+			cluster: []client.Object{withUID(attachingVM("a", "disk"), "u-a")},
+			want:    map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: old, api.AnnotationClaimUIDs: "ns/a=u-a"},
+		},
+		"claim bound to another uid than the attaching VM's: released": {
+			disk:    diskPVC(map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: old, api.AnnotationClaimUIDs: "ns/a=forged"}),
+			cluster: []client.Object{withUID(attachingVM("a", "disk"), "u-a")},
+		},
+		"claim bound to another uid, young: kept, looked at again": {
+			disk:    diskPVC(map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: young, api.AnnotationClaimUIDs: "ns/a=forged"}),
+			cluster: []client.Object{withUID(attachingVM("a", "disk"), "u-a")},
+			want:    map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimedAt: young, api.AnnotationClaimUIDs: "ns/a=forged"},
+			requeue: DefaultGrace - 5*time.Second,
+		},
+		"one reader bound to another uid of two: only its claim and uid go": {
+			disk:    diskPVC(map[string]string{api.AnnotationSharedBy: "ns/a,ns/b", api.AnnotationClaimedAt: old, api.AnnotationClaimUIDs: "ns/a=u-a,ns/b=forged"}),
+			cluster: []client.Object{withUID(attachingVM("a", "disk"), "u-a"), withUID(attachingVM("b", "disk"), "u-b")},
+			want:    map[string]string{api.AnnotationSharedBy: "ns/a", api.AnnotationClaimedAt: old, api.AnnotationClaimUIDs: "ns/a=u-a"},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

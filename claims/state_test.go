@@ -39,6 +39,14 @@ func TestRead(t *testing.T) {
 		"blank claimed-by": {
 			annotations: map[string]string{api.AnnotationClaimedBy: "  ", api.AnnotationSharedBy: " "},
 		},
+		"uids of the holders": {
+			annotations: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationSharedBy: "ns/b", api.AnnotationClaimUIDs: " ns/b=u-b , ns/a=u-a"},
+			want:        State{ClaimedBy: "ns/a", SharedBy: []string{"ns/b"}, UIDs: map[string]types.UID{"ns/a": "u-a", "ns/b": "u-b"}},
+		},
+		"uids of non-holders and malformed entries dropped": {
+			annotations: map[string]string{api.AnnotationClaimedBy: "ns/a", api.AnnotationClaimUIDs: "ns/x=u-x,ns/a,ns/a=,=u"},
+			want:        State{ClaimedBy: "ns/a"},
+		},
 		"other annotations ignored": {
 			annotations: map[string]string{"virtstation.io/injected": "{}", api.AnnotationClaimedBy: "ns/a"},
 			want:        State{ClaimedBy: "ns/a"},
@@ -137,7 +145,8 @@ func FuzzRead(f *testing.F) {
 	f.Add("", " , ,ns/a,ns/a", "garbage")
 	f.Add("ns/a", "ns/a", "2026-03-01T13:00:00.5+01:00")
 	f.Fuzz(func(t *testing.T, by, shared, at string) {
-		s := Read(annotated(map[string]string{api.AnnotationClaimedBy: by, api.AnnotationSharedBy: shared, api.AnnotationClaimedAt: at}))
+		s := Read(annotated(map[string]string{api.AnnotationClaimedBy: by, api.AnnotationSharedBy: shared, api.AnnotationClaimedAt: at,
+			api.AnnotationClaimUIDs: by + "=u," + shared + "=v"}))
 		again := Read(annotated(s.apply(nil)))
 		if !again.equal(s) {
 			t.Fatalf("round trip changed %+v into %+v", s, again)

@@ -87,7 +87,9 @@ func (w *diskWorld) states(ctx context.Context, ns, self string, names []string)
 			f.Kind, f.Labelled, f.Claims = d.Kind, d.Labelled, d.Claims
 			f.Claimants = map[string]claims.Facts{}
 			for _, holder := range d.Claims.Holders() {
-				if vm, ok := w.vms[holder]; ok && holder != me {
+				// A VM in the manifests without a uid is taken to be the
+				// holder; one with another uid than the claim's is not.
+				if vm, ok := w.vms[holder]; ok && holder != me && (vm.UID == "" || d.Claims.BoundTo(holder, vm.UID)) {
 					f.Claimants[holder] = claims.Facts{Exists: true, Attaches: vm.Namespace == ns && claims.Attaches(vm, n)}
 				}
 			}

@@ -128,6 +128,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Modes: modes, DryRun: policyMetrics.DryRunViolation,
 		Snapshots: validate.Snapshotter{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), NoDataVolumes: !cdi, Grace: opts.ClaimGrace},
 	})
+	claimSnaps := validate.Snapshotter{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), NoDataVolumes: !cdi, Grace: opts.ClaimGrace}
+	register(validate.VMIPath, validate.NewVMIHandler(claimSnaps, modes, policyMetrics.DryRunViolation))
+	register(validate.VMStatusPath, validate.NewVMStatusHandler(claimSnaps, modes, policyMetrics.DryRunViolation))
 	register(validate.ConfigMapPath, &validate.ConfigMapValidator{Namespace: opts.Namespace, Reader: mgr.GetAPIReader()})
 	register(claims.DeletionGuardPath, &claims.DeletionGuard{Reader: mgr.GetAPIReader(), Grace: opts.ClaimGrace})
 

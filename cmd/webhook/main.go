@@ -14,6 +14,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/virtstation/virtstation/certs"
+	"github.com/virtstation/virtstation/claims"
 	"github.com/virtstation/virtstation/webhooks"
 	"github.com/virtstation/virtstation/webhooks/audit"
 )
@@ -47,7 +48,7 @@ func main() {
 	flag.BoolVar(&leaderElect, "leader-elect", true, "run the reconcilers on one replica at a time (webhooks serve on every replica)")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace)")
 	flag.StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"), "install namespace, where policy ConfigMaps live (default: $POD_NAMESPACE)")
-	flag.DurationVar(&claimGrace, "claim-grace", 2*time.Minute, "how long a disk claim holds before its VM exists; claims of VMs that never appear are released after it")
+	flag.DurationVar(&claimGrace, "claim-grace", claims.DefaultGrace, "how long a disk claim holds before its VM exists (it covers only the gap between the validating admission and the VM being stored); claims of VMs that never appear, forged ones included, are released after it")
 	flag.StringVar((*string)(&certOpts.Mode), "cert-mode", string(webhooks.CertModeExternal), `who provides the serving certificate: "external" (files in --cert-dir, e.g. from cert-manager) or "self" (the webhook keeps its own CA in --cert-secret and the webhook configurations' caBundle in sync)`)
 	flag.StringVar(&certOpts.SecretName, "cert-secret", certs.DefaultSecretName, "with --cert-mode=self: Secret in --namespace holding the CA and the serving certificate")
 	flag.StringVar(&certOpts.ServiceName, "webhook-service", certs.DefaultServiceName, "with --cert-mode=self: the webhook Service in --namespace; the serving certificate is valid for its DNS names")

@@ -231,15 +231,22 @@ type webhookRule struct {
 	// unlabelled: the webhook sees the objects NOT labelled label=true
 	// (a NotIn expression), and so must fail open (failurePolicy Ignore).
 	unlabelled bool
+	// everyObject: the webhook has no objectSelector, it sees every
+	// object of its kind (VMIs, virt-controller's included) that its
+	// matchConditions pass, and so must fail open.
+	everyObject bool
 }
 
 var webhookRules = map[string]webhookRule{
-	"vm.mutate.virtstation.io":                  {label: api.LabelManaged},
-	"vm.validate.virtstation.io":                {label: api.LabelManaged},
-	"datavolume-delete.validate.virtstation.io": {label: api.LabelDataDisk},
-	"pvc-delete.validate.virtstation.io":        {label: api.LabelDataDisk},
-	"policy.validate.virtstation.io":            {label: api.LabelPolicy, exists: true, ownNSAllowd: true},
-	"vm-unmanaged.validate.virtstation.io":      {label: api.LabelManaged, unlabelled: true},
+	"vm.mutate.virtstation.io":                    {label: api.LabelManaged},
+	"vm.validate.virtstation.io":                  {label: api.LabelManaged},
+	"datavolume-delete.validate.virtstation.io":   {label: api.LabelDataDisk},
+	"pvc-delete.validate.virtstation.io":          {label: api.LabelDataDisk},
+	"policy.validate.virtstation.io":              {label: api.LabelPolicy, exists: true, ownNSAllowd: true},
+	"vm-unmanaged.validate.virtstation.io":        {label: api.LabelManaged, unlabelled: true},
+	"vm-status.validate.virtstation.io":           {label: api.LabelManaged},
+	"vm-status-unmanaged.validate.virtstation.io": {label: api.LabelManaged, unlabelled: true},
+	"vmi.validate.virtstation.io":                 {everyObject: true},
 }
 
 // checkWebhookConfigurations checks every webhook's selectors, failure
@@ -280,7 +287,7 @@ func (in installation) checkWebhookConfigurations(t *testing.T, webhook *appsv1.
 		// everything but Virtstation's own objects out; a webhook that sees
 		// other objects must fail open.
 		wantFailure := admissionregistrationv1.Fail
-		if rule.unlabelled {
+		if rule.unlabelled || rule.everyObject {
 			wantFailure = admissionregistrationv1.Ignore
 		}
 		if h.failure == nil || *h.failure != wantFailure {
@@ -341,6 +348,9 @@ func (in installation) checkWebhookConfigurations(t *testing.T, webhook *appsv1.
 // the rule's label (=true, or present), or, for an unlabelled rule, exactly
 // those without label=true.
 func selectsOnlyLabelled(sel *metav1.LabelSelector, rule webhookRule) bool {
+	if rule.everyObject {
+		return sel == nil || (len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0)
+	}
 	if sel == nil {
 		return false
 	}

@@ -156,13 +156,13 @@ func startReleaser(t *testing.T, grace time.Duration) {
 }
 
 // claimDisk claims the disk (PVC or DataVolume) for vm, as of at.
-func claimDisk(t *testing.T, obj client.Object, vm string, readOnly bool, at time.Time) {
+func claimDisk(t *testing.T, obj client.Object, vm string, readOnly bool, at time.Time, opts ...claims.ClaimOption) {
 	t.Helper()
 	ctx := context.Background()
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		t.Fatal(err)
 	}
-	if err := claims.Claim(ctx, env.Client, obj, types.NamespacedName{Namespace: obj.GetNamespace(), Name: vm}, readOnly, at); err != nil {
+	if err := claims.Claim(ctx, env.Client, obj, types.NamespacedName{Namespace: obj.GetNamespace(), Name: vm}, readOnly, at, opts...); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -94,6 +94,11 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 	}
 	log := logf.FromContext(ctx).WithValues("uid", req.UID, "vm", self.String())
 	dryRun := admit.DryRun(req)
+	var (
+		uid  types.UID // the VM's metadata.uid, which its claims are bound to
+		resp admission.Response
+		ok   bool
+	)
 
 	for attempt := 0; attempt < maxClaimAttempts; attempt++ {
 		now := h.now()
@@ -125,11 +130,11 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 			return withWarnings(admission.Allowed(""), warnings)
 		}
 		if attempt == 0 {
-			if resp, ok := h.verify(ctx, req, self, len(snap.Objects) > 0); !ok {
+			if uid, resp, ok = h.verify(ctx, req, self, len(snap.Objects) > 0); !ok {
 				return withWarnings(resp, warnings)
 			}
 		}
-		err = h.claim(ctx, self, targets, snap, now)
+		err = h.claim(ctx, self, uid, targets, snap, now)
 		if errors.Is(err, claims.ErrConflict) || errors.Is(err, claims.ErrClaimed) {
 			log.V(1).Info("claim race lost; re-reading", "attempt", attempt, "reason", err.Error())
 			continue
@@ -180,7 +185,7 @@ func ClaimTargets(disks []api.DataDisk, direct []VolumeDisk) []ClaimTarget {
 // first failed disk in target order, as if they had been written one after
 // another: a lost race (ErrConflict, ErrClaimed) makes the caller re-read
 // and re-evaluate, anything else is an internal error.
-func (h *VMHandler) claim(ctx context.Context, self types.NamespacedName, targets []ClaimTarget, snap Snapshot, now time.Time) error {
+func (h *VMHandler) claim(ctx context.Context, self types.NamespacedName, uid types.UID, targets []ClaimTarget, snap Snapshot, now time.Time) error {
 	errs := make([]error, len(targets))
 	var wg sync.WaitGroup
 	for i, t := range targets {
@@ -189,7 +194,7 @@ func (h *VMHandler) claim(ctx context.Context, self types.NamespacedName, target
 			continue
 		}
 		wg.Go(func() {
-			errs[i] = claims.Claim(ctx, h.Client, obj, self, t.ReadOnly, now, claims.Replacing(snap.Dead[t.Name]...))
+			errs[i] = claims.Claim(ctx, h.Client, obj, self, t.ReadOnly, now, claims.WithUID(uid), claims.Replacing(snap.Dead[t.Name]...))
 		})
 	}
 	wg.Wait()
@@ -203,17 +208,35 @@ func (h *VMHandler) claim(ctx context.Context, self types.NamespacedName, target
 
 // verify checks the request against the API server before claims are
 // written (package provenance): a forged, stale or replayed request writes
-// no claim. Requests that claim nothing are not checked.
-func (h *VMHandler) verify(ctx context.Context, req admission.Request, self types.NamespacedName, claims bool) (admission.Response, bool) {
-	if !claims || h.Verifier == nil {
-		return admission.Response{}, true
+// no claim. It returns the VM's metadata.uid, which the claims are bound
+// to: the API server sets it before validating admission, on CREATE too,
+// so an object without one did not come through the API server and writes
+// nothing. Requests that claim nothing are not checked.
+func (h *VMHandler) verify(ctx context.Context, req admission.Request, self types.NamespacedName, claims bool) (types.UID, admission.Response, bool) {
+	if !claims {
+		return "", admission.Response{}, true
+	}
+	obj, err := provenance.Identity(req.Object.Raw)
+	if err != nil {
+		return "", admission.Errored(http.StatusBadRequest, err), false
+	}
+	if obj == nil || obj.UID == "" {
+		return "", admission.Errored(http.StatusBadRequest, errNoUID), false
+	}
+	if h.Verifier == nil {
+		return obj.UID, admission.Response{}, true
 	}
 	old, err := provenance.Identity(req.OldObject.Raw)
 	if err != nil {
-		return admission.Errored(http.StatusBadRequest, err), false
+		return "", admission.Errored(http.StatusBadRequest, err), false
 	}
-	return h.Verifier.Verify(ctx, req.Operation, self, old)
+	resp, ok := h.Verifier.Verify(ctx, req.Operation, self, old)
+	return obj.UID, resp, ok
 }
+
+// errNoUID answers a request that would write claims for an object without
+// metadata.uid.
+var errNoUID = errors.New("the VirtualMachine has no metadata.uid; the API server sets it before validating admission, so this request did not come through the API server (virtstation wrote nothing)")
 
 func (h *VMHandler) now() time.Time {
 	if h.Now != nil {

@@ -50,7 +50,7 @@ func vmRequest(t *testing.T, name string, annotations map[string]string, dryRun 
 	}
 	vm := map[string]any{
 		"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
-		"metadata": map[string]any{"name": name, "namespace": "ns", "annotations": annotations,
+		"metadata": map[string]any{"name": name, "namespace": "ns", "uid": "uid-" + name, "annotations": annotations,
 			"labels": map[string]any{api.LabelManaged: api.LabelTrue}},
 		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
 			"domain": map[string]any{"devices": map[string]any{}}, "volumes": volumes}}},

@@ -74,7 +74,7 @@ func (s Snapshotter) SnapshotAmong(ctx context.Context, vmis []kubevirtv1.Virtua
 				if holder == self.String() {
 					continue
 				}
-				if f.Claimants[holder], err = claims.ClaimantFacts(ctx, r, holder, key); err != nil {
+				if f.Claimants[holder], err = claims.ClaimantFacts(ctx, r, holder, f.Claims.UID(holder), key); err != nil {
 					return Snapshot{}, fmt.Errorf("read claimant of %s: %w", name, err)
 				}
 			}

@@ -220,6 +220,11 @@ func buildReviews(ctx context.Context, tb testing.TB, s *server, hc *http.Client
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// The API server sets metadata.uid before validating admission; the
+	// validating webhook binds the claims it writes to it.
+	if mutated, err = jsonpatch.MergePatch(mutated, []byte(`{"metadata":{"uid":"00000000-0000-0000-0000-0000000000a1"}}`)); err != nil {
+		tb.Fatal(err)
+	}
 	val := review(mutated, ns, vm.Name)
 	vresp, err := call(ctx, hc, "https://"+s.addr+validate.VMPath, val)
 	if err != nil {
