@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/claims"
 	"github.com/virtstation/virtstation/webhooks/validate"
 )
 
@@ -78,7 +79,11 @@ func TestRemovingManagedLabelDoesNotSkipClaims(t *testing.T) {
 				return
 			}
 			wantDeniedErr(t, "update", err, "persistentVolumeClaim.claimName", `data disk "taken"`, ns+"/owner", "rule: disk-claim", "fix:")
-			if s := claimState(t, pvcRef(ns, "taken")); s.ClaimedBy != ns+"/owner" || len(s.SharedBy) != 0 {
+			taken := pvcRef(ns, "taken")
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(taken), taken); err != nil {
+				t.Fatal(err)
+			}
+			if s := claims.Read(taken); s.ClaimedBy != ns+"/owner" || len(s.SharedBy) != 0 {
 				t.Errorf("taken: %+v, want claimed by %s/owner alone", s, ns)
 			}
 		})
