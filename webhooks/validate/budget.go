@@ -166,12 +166,15 @@ func checkBudgets(ctx context.Context, compiler *ast.Compiler, modules []Module,
 	}
 	for _, s := range samples {
 		var (
-			derr *DeadlineError
-			used uint64
+			derr    *DeadlineError
+			used    uint64
+			elapsed time.Duration
 		)
 		for attempt := 0; attempt < max(budgetAttempts, memoryAttempts); attempt++ {
 			mctx, meter := startAllocMeter(ctx, memory)
+			start := time.Now()
 			_, err = set.evaluate(mctx, budget, s.Input)
+			elapsed = time.Since(start)
 			meter.stop()
 			derr, used = nil, meter.tripped()
 			if used == 0 && !errors.As(err, &derr) {
@@ -179,6 +182,15 @@ func checkBudgets(ctx context.Context, compiler *ast.Compiler, modules []Module,
 			}
 		}
 		switch {
+		case used > 0 && ctx.Err() == nil && elapsed >= budget:
+			// Slow as well as hungry: the time budget, which names the
+			// line the time went to, says it. Unmetered, the evaluation
+			// stops at the deadline, having allocated at the rate that
+			// took the budget's time to reach the memory budget.
+			if _, terr := set.evaluate(ctx, budget, s.Input); errors.As(terr, &derr) {
+				return &BudgetError{Sample: s.Name, Description: s.Description, Budget: budget, Module: derr.Module, Line: derr.Line}
+			}
+			fallthrough
 		case used > 0 && ctx.Err() == nil:
 			return &MemoryBudgetError{
 				Module: set.memoryCulprit(ctx, s, memory), Sample: s.Name, Description: s.Description,
