@@ -333,6 +333,11 @@ func assertNoLoginAttempt(t *testing.T, srv *sshd.Server, mark int) {
 		lines := srv.Logs()[mark:]
 		closed := false
 		for _, l := range lines {
+			if strings.Contains(l, "Close session:") {
+				// The end of an earlier, accepted login, logged late: a
+				// refused dial never gets as far as a session.
+				continue
+			}
 			if strings.Contains(l, srv.User) {
 				t.Fatalf("sshd saw a login attempt after the host key was refused: %q", l)
 			}
