@@ -33,9 +33,9 @@ var errRead = errors.New("read")
 // namespace's SSH key Secrets, read only when the keys go through
 // cloud-init. Reconciler and render both compute through it.
 func Compute(vm *kubevirtv1.VirtualMachine, get func(name string) (*corev1.Secret, error), keySecrets func() ([]corev1.Secret, error)) (*corev1.Secret, error) {
-	src, ok := Source(vm)
-	if !ok {
-		return nil, nil
+	src, ok, err := Source(vm)
+	if err != nil || !ok {
+		return nil, err
 	}
 	user, err := userPart(vm, src, get)
 	if err != nil {

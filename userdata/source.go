@@ -12,24 +12,25 @@ import (
 // webhook sets it. The user's part is the virtstation.io/user-data
 // annotation; VMs admitted before that annotation existed name their own
 // Secret in the record (UserSecret), or kept the user's inline user-data in
-// the merged Secret itself, from which Desired splits it out.
-func Source(vm *kubevirtv1.VirtualMachine) (api.UserCloudInit, bool) {
+// the merged Secret itself, from which Desired splits it out. An
+// annotation that does not parse is an error: the Secret cannot be written.
+func Source(vm *kubevirtv1.VirtualMachine) (api.UserCloudInit, bool, error) {
 	if vm.Labels[api.LabelManaged] != api.LabelTrue || vm.DeletionTimestamp != nil || !ReadsSecret(vm) {
-		return api.UserCloudInit{}, false
+		return api.UserCloudInit{}, false, nil
 	}
 	if v, ok := vm.Annotations[api.AnnotationUserData]; ok {
 		src, err := api.ParseUserCloudInit(v)
-		return src, err == nil
+		return src, err == nil, err
 	}
 	rec, err := api.ParseInjected(vm.Annotations[api.AnnotationInjected])
 	if err != nil || rec.CloudInit == nil || rec.CloudInit.Secret != SecretName(vm.Name) {
 		// The user's own Secret of that name: KubeVirt reads it as it is.
-		return api.UserCloudInit{}, false
+		return api.UserCloudInit{}, false, nil
 	}
 	if rec.CloudInit.UserSecret != "" {
-		return api.UserCloudInit{SecretRef: rec.CloudInit.UserSecret}, true
+		return api.UserCloudInit{SecretRef: rec.CloudInit.UserSecret}, true, nil
 	}
-	return api.UserCloudInit{SecretRef: SecretName(vm.Name)}, true
+	return api.UserCloudInit{SecretRef: SecretName(vm.Name)}, true, nil
 }
 
 // ReadsSecret reports whether a cloud-init volume of vm's template reads
