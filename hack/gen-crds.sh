@@ -53,6 +53,43 @@ emit() { # emit SRC DEST SOURCE-DESCRIPTION
 f="$tmp/kubevirt.io_virtualmachines.yaml"
 [ "$(grep -c '^    storage: true$' "$f")" = 1 ] || { echo "gen-crds: $f: not one 'storage: true' to add the status subresource after" >&2; exit 1; }
 sed -i 's/^    storage: true$/    storage: true\n    subresources:\n      status: {}/' "$f"
+# kubectl habits (`kubectl get vm`, `kubectl get all`, the Status column)
+# need the names and columns KubeVirt's operator gives its CRDs
+# (components/crds.go), which kubevirt.io/api carries no marker for.
+# kubevirt_names FILE SINGULAR SHORTNAMES CATEGORY [COLUMN...]: each COLUMN is
+# NAME:TYPE:JSONPATH, added to every version.
+kubevirt_names() {
+  local f="$1" singular="$2" short="$3" category="$4"; shift 4
+  grep -q "^    singular: $singular\$" "$f" || { echo "gen-crds: $f: no 'singular: $singular' to add names after" >&2; exit 1; }
+  local names="    singular: $singular\n    shortNames:"
+  for n in $short; do names="$names\n    - $n"; done
+  [ -z "$category" ] || names="$names\n    categories:\n    - $category"
+  sed -i "s/^    singular: $singular\$/$names/" "$f"
+  [ $# -gt 0 ] || return 0
+  local cols="  - additionalPrinterColumns:" c name type path
+  for c in "$@"; do
+    IFS=: read -r name type path <<<"$c"
+    cols="$cols\n    - jsonPath: ${path//\//\\/}\n      name: $name\n      type: $type"
+  done
+  sed -i "s/^  - name: \(v[0-9a-z]*\)\$/$cols\n    name: \1/" "$f"
+}
+kubevirt_names "$tmp/kubevirt.io_virtualmachines.yaml" virtualmachine "vm vms" all \
+  "Age:date:.metadata.creationTimestamp" "Status:string:.status.printableStatus" \
+  "Ready:string:.status.conditions[?(@.type=='Ready')].status"
+kubevirt_names "$tmp/kubevirt.io_virtualmachineinstances.yaml" virtualmachineinstance "vmi vmis" all \
+  "Age:date:.metadata.creationTimestamp" "Phase:string:.status.phase" \
+  "IP:string:.status.interfaces[0].ipAddress" "NodeName:string:.status.nodeName" \
+  "Ready:string:.status.conditions[?(@.type=='Ready')].status"
+kubevirt_names "$tmp/kubevirt.io_kubevirts.yaml" kubevirt "kv kvs" all \
+  "Age:date:.metadata.creationTimestamp" "Phase:string:.status.phase"
+kubevirt_names "$tmp/instancetype.kubevirt.io_virtualmachineinstancetypes.yaml" virtualmachineinstancetype \
+  "vminstancetype vminstancetypes vmf vmfs" all
+kubevirt_names "$tmp/instancetype.kubevirt.io_virtualmachineclusterinstancetypes.yaml" virtualmachineclusterinstancetype \
+  "vmclusterinstancetype vmclusterinstancetypes vmcf vmcfs" ""
+kubevirt_names "$tmp/instancetype.kubevirt.io_virtualmachinepreferences.yaml" virtualmachinepreference \
+  "vmpref vmprefs vmp vmps" all
+kubevirt_names "$tmp/instancetype.kubevirt.io_virtualmachineclusterpreferences.yaml" virtualmachineclusterpreference \
+  "vmcp vmcps" ""
 for crd in kubevirt.io_virtualmachines kubevirt.io_virtualmachineinstances kubevirt.io_kubevirts; do
   emit "$tmp/$crd.yaml" "$crd.yaml" "kubevirt.io/api ${kubevirt_version}"
 done

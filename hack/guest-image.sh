@@ -109,7 +109,9 @@ if [ ! -f "$DEST/root.ext4" ]; then
   command -v debootstrap >/dev/null || { log "needs debootstrap (apt-get install debootstrap)"; exit 1; }
   [ "$(id -u)" -eq 0 ] || { log "debootstrap needs root; run: sudo $0"; exit 1; }
   mkdir -p "${CACHE_ROOT}/guest"
-  build
+  # Everything the build prints is progress: stdout carries only the
+  # directory (mkfs.ext4 prints "Creating regular file …" there).
+  build >&2
   log "built in $DEST"
 fi
 # The image's mtime is its last use; other builds unused for a week go.

@@ -8,13 +8,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gorilla/websocket"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport"
 
 	"github.com/virtstation/virtstation/bridge/relay"
 )
@@ -55,64 +56,48 @@ var (
 )
 
 // Dialer opens subresource connections through one API server. It is safe
-// for concurrent use.
+// for concurrent use. Authentication is client-go's, so every form a
+// kubeconfig or an in-cluster config takes works: bearer tokens and
+// rotating token files, client certificates, exec credential plugins,
+// impersonation and proxies.
 type Dialer struct {
-	host      *url.URL
+	host *url.URL
+	// transport is cfg as client-go's transport layer reads it, exec plugin
+	// included; each WebSocket dial wraps its own upgrader with it.
+	transport *transport.Config
 	tlsConfig *tls.Config
-	token     func() (string, error)
-	http      *http.Client
+	proxy     func(*http.Request) (*url.URL, error)
+	// http is client-go's client for cfg, for the plain requests.
+	http *http.Client
 }
 
-// NewDialer builds a Dialer from cfg: the API server address, its TLS
-// settings (CA, client certificate) and the bearer token or token file.
+// NewDialer builds a Dialer from cfg.
 func NewDialer(cfg *rest.Config) (*Dialer, error) {
-	host, err := url.Parse(cfg.Host)
-	if err != nil || host.Host == "" {
-		// rest.Config allows a bare host:port.
-		host, err = url.Parse("https://" + cfg.Host)
-		if err != nil {
-			return nil, fmt.Errorf("API server address %q: %w", cfg.Host, err)
-		}
+	host, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("API server address %q: %w", cfg.Host, err)
 	}
-	tlsConfig, err := rest.TLSConfigFor(cfg)
+	tc, err := cfg.TransportConfig()
+	if err != nil {
+		return nil, fmt.Errorf("API server credentials: %w", err)
+	}
+	tlsConfig, err := transport.TLSConfigFor(tc)
 	if err != nil {
 		return nil, fmt.Errorf("API server TLS settings: %w", err)
 	}
-	d := &Dialer{host: host, tlsConfig: tlsConfig, token: staticToken(cfg.BearerToken)}
-	if cfg.BearerTokenFile != "" {
-		d.token = fileToken(cfg.BearerTokenFile)
+	proxy := cfg.Proxy
+	if proxy == nil {
+		proxy = utilnet.NewProxierWithNoProxyCIDR(http.ProxyFromEnvironment)
 	}
-	d.http = &http.Client{
-		Timeout:   handshakeTimeout,
-		Transport: &http.Transport{TLSClientConfig: tlsConfig, Proxy: http.ProxyFromEnvironment},
+	plain := rest.CopyConfig(cfg)
+	if plain.Timeout == 0 {
+		plain.Timeout = handshakeTimeout
 	}
-	return d, nil
-}
-
-func staticToken(t string) func() (string, error) { return func() (string, error) { return t, nil } }
-
-// fileToken re-reads the file on every call: projected ServiceAccount tokens
-// rotate, and a dial is rare enough that a read costs nothing.
-func fileToken(path string) func() (string, error) {
-	return func() (string, error) {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return "", fmt.Errorf("read the ServiceAccount token: %w", err)
-		}
-		return strings.TrimSpace(string(b)), nil
-	}
-}
-
-func (d *Dialer) header() (http.Header, error) {
-	h := http.Header{}
-	tok, err := d.token()
+	httpClient, err := rest.HTTPClientFor(plain)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("API server client: %w", err)
 	}
-	if tok != "" {
-		h.Set("Authorization", "Bearer "+tok)
-	}
-	return h, nil
+	return &Dialer{host: host, transport: tc, tlsConfig: tlsConfig, proxy: proxy, http: httpClient}, nil
 }
 
 func (d *Dialer) url(scheme, path string, query url.Values) string {
@@ -121,6 +106,28 @@ func (d *Dialer) url(scheme, path string, query url.Values) string {
 	u.Path = strings.TrimSuffix(u.Path, "/") + path
 	u.RawQuery = query.Encode()
 	return u.String()
+}
+
+// upgrader is the innermost round tripper of one WebSocket dial: client-go's
+// wrappers add the credentials to the request, and it dials with the
+// relay's buffers. It keeps the connection, or the failed handshake's
+// response, for Dial. It is used once.
+type upgrader struct {
+	dialer websocket.Dialer
+	conn   *websocket.Conn
+}
+
+func (u *upgrader) RoundTrip(req *http.Request) (*http.Response, error) {
+	conn, resp, err := u.dialer.DialContext(req.Context(), req.URL.String(), req.Header)
+	if err != nil {
+		if resp != nil && errors.Is(err, websocket.ErrBadHandshake) {
+			// The API server's answer, for classify: the wrappers pass it on.
+			return resp, nil
+		}
+		return nil, err
+	}
+	u.conn = conn
+	return resp, nil
 }
 
 // DialOptions change how a subresource is opened.
@@ -136,10 +143,6 @@ type DialOptions struct {
 // silently disconnecting a client that reached the display without the
 // bridge.
 func (d *Dialer) Dial(ctx context.Context, namespace, name string, sub Subresource, opts DialOptions) (*websocket.Conn, error) {
-	h, err := d.header()
-	if err != nil {
-		return nil, err
-	}
 	q := url.Values{}
 	if sub == VNC {
 		q.Set("preserveSession", strconv.FormatBool(!opts.TakeDisplay))
@@ -150,23 +153,34 @@ func (d *Dialer) Dial(ctx context.Context, namespace, name string, sub Subresour
 	}
 	path := fmt.Sprintf("/apis/subresources.kubevirt.io/v1/namespaces/%s/virtualmachineinstances/%s/%s",
 		url.PathEscape(namespace), url.PathEscape(name), sub)
-	wd := websocket.Dialer{
+	u := &upgrader{dialer: websocket.Dialer{
 		TLSClientConfig:  d.tlsConfig,
 		HandshakeTimeout: handshakeTimeout,
 		Subprotocols:     []string{Subprotocol},
-		Proxy:            http.ProxyFromEnvironment,
+		Proxy:            d.proxy,
 		// Read ahead from the socket, so the relay can gather the messages
 		// that have arrived into one write to the client.
 		NetDialContext:  relay.DialReadAhead,
 		ReadBufferSize:  relay.ReadBufferSize,
 		WriteBufferSize: relay.WriteBufferSize,
 		WriteBufferPool: relay.WriteBufferPool(),
-	}
-	conn, resp, err := wd.DialContext(ctx, d.url(scheme, path, q), h)
+	}}
+	rt, err := transport.HTTPWrappersForConfig(d.transport, u)
 	if err != nil {
-		return nil, classify(resp, err)
+		return nil, fmt.Errorf("API server credentials: %w", err)
 	}
-	return conn, nil
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.url(scheme, path, q), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return nil, classify(nil, err)
+	}
+	if u.conn == nil {
+		return nil, classify(resp, websocket.ErrBadHandshake)
+	}
+	return u.conn, nil
 }
 
 // Restart calls the VM's restart subresource, as `virtctl restart` does.
@@ -177,11 +191,6 @@ func (d *Dialer) Restart(ctx context.Context, namespace, name string) error {
 	if err != nil {
 		return err
 	}
-	h, err := d.header()
-	if err != nil {
-		return err
-	}
-	req.Header = h
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := d.http.Do(req)
 	if err != nil {
@@ -201,9 +210,6 @@ func (d *Dialer) Restart(ctx context.Context, namespace, name string) error {
 func (d *Dialer) Get(ctx context.Context, path string, query url.Values, limit int64) (body io.ReadCloser, contentType string, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.url(d.host.Scheme, path, query), nil)
 	if err != nil {
-		return nil, "", err
-	}
-	if req.Header, err = d.header(); err != nil {
 		return nil, "", err
 	}
 	resp, err := d.http.Do(req)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 func TestDialRereadsTheTokenFileAndAsksForPreserveSession(t *testing.T) {
@@ -27,6 +28,10 @@ func TestDialRereadsTheTokenFileAndAsksForPreserveSession(t *testing.T) {
 	}))
 	defer srv.Close()
 	file := filepath.Join(t.TempDir(), "token")
+	// A ServiceAccount token file exists when the bridge starts.
+	if err := os.WriteFile(file, []byte("first\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	d, err := NewDialer(&rest.Config{Host: srv.URL, BearerTokenFile: file})
 	if err != nil {
 		t.Fatal(err)
@@ -142,5 +147,51 @@ func TestGetStreamsUpToItsLimit(t *testing.T) {
 				t.Fatalf("err = %v, want %v", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestExecCredentialPluginsAuthenticateEveryRequest: a kubeconfig whose user
+// runs an exec plugin (as EKS, GKE and OIDC logins do) authenticates the
+// WebSocket dials and the plain requests alike.
+func TestExecCredentialPluginsAuthenticateEveryRequest(t *testing.T) {
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Method+" "+r.Header.Get("Authorization"))
+		if websocket.IsWebSocketUpgrade(r) {
+			if c, err := (&websocket.Upgrader{Subprotocols: []string{Subprotocol}}).Upgrade(w, r, nil); err == nil {
+				_ = c.Close()
+			}
+			return
+		}
+		_, _ = io.WriteString(w, "{}")
+	}))
+	defer srv.Close()
+	plugin := filepath.Join(t.TempDir(), "credential-plugin")
+	script := "#!/bin/sh\necho '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"from-exec\"}}'\n"
+	if err := os.WriteFile(plugin, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDialer(&rest.Config{Host: srv.URL, ExecProvider: &clientcmdapi.ExecConfig{
+		Command: plugin, APIVersion: "client.authentication.k8s.io/v1", InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.Dial(context.Background(), "ns", "vm", Console, DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	if err := d.Restart(context.Background(), "ns", "vm"); err != nil {
+		t.Fatal(err)
+	}
+	body, _, err := d.Get(context.Background(), "/version", nil, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = body.Close()
+	want := []string{"GET Bearer from-exec", "PUT Bearer from-exec", "GET Bearer from-exec"}
+	if strings.Join(seen, "|") != strings.Join(want, "|") {
+		t.Fatalf("requests = %q, want %q", seen, want)
 	}
 }
