@@ -7,7 +7,7 @@ package api
 // before doing work proportional to the value. Going over one is an
 // admission denial that names the field, the limit and the fix.
 //
-// The README's "Limits" table lists them for users; keep the two in step.
+// The "Limits" table in docs/usage.md lists them for users; keep the two in step.
 const (
 	// MaxAnnotationBytes bounds the value of each virtstation.io/
 	// annotation a user sets. The largest legitimate one is a JSON

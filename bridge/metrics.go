@@ -12,7 +12,7 @@ import (
 	"github.com/virtstation/virtstation/bridge/vnc"
 )
 
-// metrics are the bridge's Prometheus series; see docs in the README.
+// metrics are the bridge's Prometheus series; docs/bridge.md lists them.
 type metrics struct {
 	requests *prometheus.CounterVec // by mode and result (OK or a refusal reason)
 	active   *prometheus.GaugeVec   // by mode

@@ -11,7 +11,8 @@ import (
 
 // TestExamples renders every example VM against the example cluster objects
 // (namespaces, data disks, key Secrets) and compares with its golden file,
-// so the README's examples and what the webhook does to them cannot drift.
+// so the examples docs/usage.md names and what the webhook does to them
+// cannot drift.
 func TestExamples(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "examples", "*.yaml"))
 	if err != nil || len(files) == 0 {

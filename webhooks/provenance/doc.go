@@ -21,5 +21,5 @@
 //
 // What this cannot catch is a forged CREATE of a VM that does not exist:
 // the only proof of the API server is its client certificate (see the
-// webhook's --client-ca-file and the README's Security model).
+// webhook's --client-ca-file and docs/security.md).
 package provenance
