@@ -11,6 +11,7 @@
 #   NAME            the binary's and the cache directory's name
 #   VERSION_MODULE  the dependency whose version keys the cache
 # Env:   VIRTSTATION_CACHE  cache root (default: $XDG_CACHE_HOME or ~/.cache, /virtstation)
+#        ABOUT              how long a first build takes, for the progress line
 set -euo pipefail
 
 [ $# -eq 3 ] || { echo "usage: $0 SRC_DIR NAME VERSION_MODULE" >&2; exit 2; }
@@ -26,11 +27,12 @@ DEST="${CACHE_ROOT}/${NAME}/${VERSION}-${HASH}-$(go env GOOS)-$(go env GOARCH)"
 BIN="$DEST/$NAME"
 
 if [ ! -x "$BIN" ]; then
-  echo "$NAME: building against $MODULE ${VERSION} (first time takes a few minutes)" >&2
+  echo "$NAME: building against $MODULE ${VERSION} (once per machine: ${ABOUT:-a few minutes})" >&2
   mkdir -p "$DEST"
   # GOWORK=off: the module builds on its own go.mod, whatever workspace is around.
   (cd "$SRC" && GOWORK=off CGO_ENABLED=0 go build -trimpath -o "$BIN.tmp.$$" .)
   mv "$BIN.tmp.$$" "$BIN"
+  echo "$NAME: built in $((SECONDS / 60)) min $((SECONDS % 60)) s" >&2
 fi
 # The binary's mtime is its last use; other builds unused for a week go.
 touch "$BIN"

@@ -21,7 +21,8 @@ build_kube_apiserver() {
   local work
   work="$(mktemp -d)"
   trap 'rm -rf "$work"' RETURN
-  log "building kube-apiserver v${KUBE_VERSION} (first time takes about 5 minutes on 2 cores)"
+  log "building kube-apiserver v${KUBE_VERSION} (once per machine: about 8 minutes on 2 cores)"
+  SECONDS=0
   (
     cd "$work"
     go mod init virtstation.local/envtest-kube >/dev/null 2>&1
@@ -45,6 +46,7 @@ build_kube_apiserver() {
       -o "$DEST/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
   )
   mv "$DEST/kube-apiserver.tmp" "$DEST/kube-apiserver"
+  log "built kube-apiserver in $((SECONDS / 60)) min $((SECONDS % 60)) s"
 }
 
 build_etcd() {
@@ -52,6 +54,7 @@ build_etcd() {
   work="$(mktemp -d)"
   trap 'rm -rf "$work"' RETURN
   log "building etcd v${ETCD_VERSION} (about 1 minute)"
+  SECONDS=0
   (
     cd "$work"
     go mod init virtstation.local/envtest-etcd >/dev/null 2>&1
@@ -61,6 +64,7 @@ build_etcd() {
     CGO_ENABLED=0 go build -trimpath -o "$DEST/etcd.tmp" go.etcd.io/etcd/server/v3
   )
   mv "$DEST/etcd.tmp" "$DEST/etcd"
+  log "built etcd in $((SECONDS / 60)) min $((SECONDS % 60)) s"
 }
 
 mkdir -p "$DEST"

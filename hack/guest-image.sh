@@ -112,7 +112,7 @@ if [ ! -f "$DEST/root.ext4" ]; then
   # Everything the build prints is progress: stdout carries only the
   # directory (mkfs.ext4 prints "Creating regular file …" there).
   build >&2
-  log "built in $DEST"
+  log "built in $DEST in $((SECONDS / 60)) min $((SECONDS % 60)) s"
 fi
 # The image's mtime is its last use; other builds unused for a week go.
 touch "$DEST/root.ext4"
