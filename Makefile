@@ -121,6 +121,7 @@ bench: envtest-bins test-deps
 	$(GO) test ./test/bench/admission -run '^$$' -bench BenchmarkAdmissionStages -benchmem -count 5
 	$(GO) test ./webhooks/mutate -run '^$$' -bench BenchmarkMutatingWebhookLimits -benchmem -count 5
 	$(GO) test ./webhooks/mutate -run '^$$' -bench BenchmarkMutateShortcuts -benchmem -count 5
+	$(GO) test ./cmd/virtstation -run '^$$' -bench BenchmarkRenderScaling -benchtime 1x -count 3
 	$(GO) test ./test/bench/admission -run '^$$' -bench BenchmarkWebhookCalls -benchmem -benchtime 1000x -count 5
 	$(GO) test ./test/bench/admission -run '^$$' -bench BenchmarkAdmissionPeakHeap -benchtime 5x -count 3
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) test ./test/bench/admission -run '^$$' -bench '^BenchmarkAdmission$$' -benchtime 1x

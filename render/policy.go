@@ -32,14 +32,18 @@ type diskWorld struct {
 	disks *disks.Static
 	vms   map[string]*kubevirtv1.VirtualMachine         // "ns/name" of VMs that exist
 	vmis  map[string]*kubevirtv1.VirtualMachineInstance // "ns/name"
-	now   time.Time
-	grace time.Duration
+	// vmisByDisk are the keys of the VMIs whose volumes name each
+	// "ns/disk", so that usedBy need not look at every VMI.
+	vmisByDisk map[string]map[string]bool
+	now        time.Time
+	grace      time.Duration
 }
 
 func newDiskWorld(lookup *disks.Static, now time.Time, grace time.Duration) *diskWorld {
 	return &diskWorld{
 		disks: lookup, vms: map[string]*kubevirtv1.VirtualMachine{}, vmis: map[string]*kubevirtv1.VirtualMachineInstance{},
-		now: now, grace: grace,
+		vmisByDisk: map[string]map[string]bool{},
+		now:        now, grace: grace,
 	}
 }
 
@@ -62,8 +66,29 @@ func (w *diskWorld) add(obj Object, ns string) error {
 			return fmt.Errorf("decode VirtualMachineInstance %s: %w", key, err)
 		}
 		w.vmis[key] = &vmi
+		w.indexVMI(&vmi, key)
 	}
 	return nil
+}
+
+// indexVMI records the disks vmi's volumes name, under vmisByDisk.
+func (w *diskWorld) indexVMI(vmi *kubevirtv1.VirtualMachineInstance, key string) {
+	for _, v := range vmi.Spec.Volumes {
+		var names []string
+		if v.PersistentVolumeClaim != nil {
+			names = append(names, v.PersistentVolumeClaim.ClaimName)
+		}
+		if v.DataVolume != nil {
+			names = append(names, v.DataVolume.Name)
+		}
+		for _, n := range names {
+			disk := vmi.Namespace + "/" + n
+			if w.vmisByDisk[disk] == nil {
+				w.vmisByDisk[disk] = map[string]bool{}
+			}
+			w.vmisByDisk[disk][key] = true
+		}
+	}
 }
 
 // setVM records a VM that exists (or will, once admitted).
@@ -106,8 +131,10 @@ func (w *diskWorld) states(ctx context.Context, ns, self string, names []string)
 // usedBy lists the VMIs of ns, other than self's, that use the disk.
 func (w *diskWorld) usedBy(ns, self, disk string) []string {
 	var out []string
-	for key, vmi := range w.vmis {
-		if vmi.Namespace == ns && vmi.Name != self && claims.UsesDisk(vmi, disk) {
+	for key := range w.vmisByDisk[ns+"/"+disk] {
+		// The index may hold a VMI replaced since; the check is on the
+		// current one.
+		if vmi := w.vmis[key]; vmi.Namespace == ns && vmi.Name != self && claims.UsesDisk(vmi, disk) {
 			out = append(out, key)
 		}
 	}

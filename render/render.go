@@ -124,15 +124,18 @@ func render(ctx context.Context, opts Options) ([]Verdict, *diskWorld, error) {
 	// webhooks share one cache.
 	lookup := disks.NewStatic()
 	world := newDiskWorld(lookup, now, grace)
+	// The mutation's view: VMs are added one by one as they exist (add),
+	// so each admission costs the same however many came before.
+	static := mutate.NewStaticCluster(nil)
+	static.Static = lookup
+	static.CollectKeys = func(s []corev1.Secret) []string { keys, _ := sshkeys.Collect(s); return keys }
+	static.SetDefaultArchitecture(opts.DefaultArchitecture)
 	existing := map[string]*kubevirtv1.VirtualMachine{}
-	var order []string
 	add := func(vm *kubevirtv1.VirtualMachine) {
 		key := vm.Namespace + "/" + vm.Name
-		if _, ok := existing[key]; !ok {
-			order = append(order, key)
-		}
 		existing[key] = vm
 		world.setVM(vm)
+		static.SetVM(vm)
 	}
 	for i, obj := range opts.Cluster {
 		if err := world.add(obj, ns); err != nil {
@@ -147,10 +150,6 @@ func render(ctx context.Context, opts Options) ([]Verdict, *diskWorld, error) {
 			return nil, nil, fmt.Errorf("manifest %d: %w", i+1, err)
 		}
 	}
-	static := mutate.NewStaticCluster(nil)
-	static.Static = lookup
-	static.CollectKeys = func(s []corev1.Secret) []string { keys, _ := sshkeys.Collect(s); return keys }
-	static.SetDefaultArchitecture(opts.DefaultArchitecture)
 	// Secrets and VMIs in the manifests count as existing for the VMs, as
 	// when applied together (data disks did, through world.add).
 	for i, obj := range append(append([]Object(nil), opts.Cluster...), opts.Manifests...) {
@@ -172,6 +171,7 @@ func render(ctx context.Context, opts Options) ([]Verdict, *diskWorld, error) {
 		add(vm)
 	}
 
+	clusterVMs := indexVMs(opts.Cluster, ns)
 	out := make([]Verdict, 0, len(opts.Manifests))
 	for i, obj := range opts.Manifests {
 		if !isVM(obj) {
@@ -209,7 +209,7 @@ func render(ctx context.Context, opts Options) ([]Verdict, *diskWorld, error) {
 			// The objectSelector keeps it from the managed webhooks; only the
 			// claim check for unmanaged VMs sees it.
 			if opts.Policies != nil {
-				denied, err := checkUnmanaged(ctx, world, obj, findObject(opts.Cluster, key, ns), vm.Namespace, vm.Name)
+				denied, err := checkUnmanaged(ctx, world, obj, clusterVMs[key], vm.Namespace, vm.Name)
 				if err != nil {
 					return nil, nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
 				}
@@ -231,11 +231,7 @@ func render(ctx context.Context, opts Options) ([]Verdict, *diskWorld, error) {
 		if old, ok := existing[key]; ok && generated == "" {
 			in.Operation, in.OldVM = admissionv1.Update, old
 		}
-		vms := make([]kubevirtv1.VirtualMachine, 0, len(order))
-		for _, k := range order {
-			vms = append(vms, *existing[k])
-		}
-		res, err := mutate.Mutate(ctx, in, static.WithVMs(vms))
+		res, err := mutate.Mutate(ctx, in, static)
 		if err != nil {
 			return nil, nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
 		}
@@ -253,7 +249,7 @@ func render(ctx context.Context, opts Options) ([]Verdict, *diskWorld, error) {
 		if opts.Policies != nil {
 			var old Object
 			if in.OldVM != nil {
-				old = findObject(opts.Cluster, key, ns)
+				old = clusterVMs[key]
 			}
 			denied, warnings, err := evaluate(ctx, opts.Policies, modes, world, string(in.Operation), vm.Namespace, v.Name, res.Object, old)
 			if err != nil {
@@ -398,17 +394,19 @@ func readableSecret(s *corev1.Secret) *corev1.Secret {
 	return out
 }
 
-// findObject returns the cluster object with that "ns/name" key.
-func findObject(objs []Object, key, ns string) Object {
+// indexVMs indexes the VMs among objs by "ns/name" (objects that set no
+// namespace are in ns); the first of a key wins.
+func indexVMs(objs []Object, ns string) map[string]Object {
+	out := map[string]Object{}
 	for _, o := range objs {
-		u := &unstructured.Unstructured{Object: o}
-		n := u.GetNamespace()
-		if n == "" {
-			n = ns
+		if !isVM(o) {
+			continue
 		}
-		if isVM(o) && n+"/"+u.GetName() == key {
-			return o
+		u := &unstructured.Unstructured{Object: o}
+		key := namespaceOr(u.GetNamespace(), ns) + "/" + u.GetName()
+		if _, ok := out[key]; !ok {
+			out[key] = o
 		}
 	}
-	return nil
+	return out
 }

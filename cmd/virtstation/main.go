@@ -1,9 +1,10 @@
 // Command virtstation is Virtstation's command-line tool:
 //
-//	virtstation render -f vm.yaml [--objects objects.yaml] [-n namespace] [-o yaml|json]
-//	virtstation render --report --objects objects.yaml [-f vm.yaml] [-o yaml|json]
+//	virtstation render -f FILENAME [-f FILENAME…] [-R] [--objects FILENAME] [-n NAMESPACE] [-o yaml|json]
+//	virtstation render --report --objects FILENAME [-f FILENAME] [-o yaml|json]
 //	virtstation policy test [DIR]
-//	virtstation version
+//	virtstation version (or --version)
+//	virtstation completion bash|zsh|fish|powershell
 //
 // render shows, offline, what the webhooks would do to a manifest, and with
 // --report which existing VMs the policies flag, as PolicyReports; policy
@@ -11,16 +12,26 @@
 // Windows, as platform engineers run kyverno or gator in CI and on their
 // laptops. The demo, which needs a local control plane, is a command of its
 // own (cmd/virtstation-demo).
+//
+// The command line follows kubectl's conventions (it is built with cobra):
+// every short flag has a long form (-f/--filename, -n/--namespace,
+// -o/--output, -R/--recursive); -f takes a file, a directory (its own
+// .json, .yaml and .yml files, or with -R every one below it) or - for
+// stdin, and may be repeated; --help prints help on stdout; warnings about
+// the input (an unknown virtstation.io/ key, a key given twice in one YAML
+// mapping) go to stderr prefixed "Warning: ".
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
 
 // Exit codes; scripts rely on them.
@@ -28,7 +39,7 @@ const (
 	exitOK = 0
 	// exitFailure: the command failed (policy tests that fail, …).
 	exitFailure = 1
-	// exitBadInput: unreadable input or bad flags.
+	// exitBadInput: unreadable input, bad flags or an unknown command.
 	exitBadInput = 2
 	// exitDenied: render denied at least one object.
 	exitDenied = 3
@@ -43,16 +54,18 @@ type streams struct {
 	out, err io.Writer
 }
 
-// command runs one subcommand and returns its exit code.
-type command struct {
-	summary string
-	run     func(ctx context.Context, args []string, s streams) int
-}
+// exitError carries a command's exit code out of cobra; the command has
+// already said why on stderr.
+type exitError struct{ code int }
 
-var commands = map[string]command{
-	"render":  {"print VirtualMachines as the webhooks would admit them (offline)", runRender},
-	"version": {"print the version this binary was built from", runVersion},
-	"policy":  {"run the shipped Rego policy tests and those in a directory (policy test [DIR])", runPolicy},
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// exitWith turns a command's exit code into what a cobra RunE returns.
+func exitWith(code int) error {
+	if code == exitOK {
+		return nil
+	}
+	return &exitError{code: code}
 }
 
 func main() {
@@ -62,28 +75,48 @@ func main() {
 	os.Exit(code)
 }
 
+// run runs the command line args and returns the exit code.
 func run(ctx context.Context, args []string, s streams) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(s.err)
-		return exitBadInput
+	root := newRootCommand(s)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	var exit *exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &exit):
+		return exit.code
 	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(s.err, "virtstation: unknown command %q\n", args[0])
-		usage(s.err)
-		return exitBadInput
-	}
-	return cmd.run(ctx, args[1:], s)
+	// cobra's own errors: an unknown command or flag, a missing or extra
+	// argument. kubectl prints them as "error: …" and points to --help.
+	fmt.Fprintf(s.err, "error: %v\nSee '%s --help' for usage.\n", err, cmd.CommandPath())
+	return exitBadInput
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: virtstation <command> [flags]")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
+// newRootCommand builds the command tree, writing to s.
+func newRootCommand(s streams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "virtstation",
+		Short: "Virtstation's command-line tool: render manifests and test policies offline",
+		Long: `virtstation shows, offline, what Virtstation's webhooks would do to
+VirtualMachine manifests (render), which existing VMs the policies flag
+(render --report), and runs Rego policy tests (policy test).`,
+		Version:       versionLine(version, readBuildInfo()),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Without a command it is bad input, as before: usage on stderr.
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(s.err)
+			_ = cmd.Usage()
+			return exitWith(exitBadInput)
+		},
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
-	}
+	root.SetIn(s.in)
+	root.SetOut(s.out)
+	root.SetErr(s.err)
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.Flags().Bool("version", false, "print the version this binary was built from and exit")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })
+	root.AddCommand(newRenderCommand(s), newPolicyCommand(s), newVersionCommand(s))
+	return root
 }

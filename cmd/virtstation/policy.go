@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"time"
 
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -39,25 +39,41 @@ func policyConfigMaps(objs []render.Object) []corev1.ConfigMap {
 // offlineEvalTimeout bounds one policy evaluation in the CLI.
 const offlineEvalTimeout = 5 * time.Second
 
-// runPolicy dispatches `virtstation policy <sub>`.
-func runPolicy(ctx context.Context, args []string, s streams) int {
-	if len(args) == 0 || args[0] != "test" {
-		fmt.Fprintln(s.err, "usage: virtstation policy test [DIR]")
-		return exitBadInput
+// newPolicyCommand is `virtstation policy`, whose one command is test.
+func newPolicyCommand(s streams) *cobra.Command {
+	policy := &cobra.Command{
+		Use:   "policy",
+		Short: "Run the shipped Rego policy tests and those in a directory",
+		// Without a command, or with an unknown one, it is bad input.
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(s.err)
+			_ = cmd.Usage()
+			return exitWith(exitBadInput)
+		},
 	}
-	fs := flag.NewFlagSet("policy test", flag.ContinueOnError)
-	fs.SetOutput(s.err)
-	if err := fs.Parse(args[1:]); err != nil {
-		return exitBadInput
-	}
+	policy.AddCommand(&cobra.Command{
+		Use:   "test [DIR]",
+		Short: "Run the shipped Rego policy tests and those of the *.rego files in DIR",
+		Long: `policy test runs the shipped policies' tests, with the operator modules
+(*.rego, tests in *_test.rego) of DIR merged in as the webhook merges a
+policy ConfigMap, and checks that every module evaluates the sample inputs
+within the webhook's time budget.`,
+		Example: "  virtstation policy test ./policies",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return exitWith(runPolicyTest(cmd.Context(), args, s))
+		},
+	})
+	return policy
+}
+
+// runPolicyTest is `virtstation policy test [DIR]`.
+func runPolicyTest(ctx context.Context, args []string, s streams) int {
 	var extra []validate.Module
-	if fs.NArg() > 1 {
-		fmt.Fprintln(s.err, "usage: virtstation policy test [DIR]")
-		return exitBadInput
-	}
-	if fs.NArg() == 1 {
+	if len(args) == 1 {
 		var err error
-		if extra, err = readModules(fs.Arg(0)); err != nil {
+		if extra, err = readModules(args[0]); err != nil {
 			fmt.Fprintf(s.err, "policy test: %v\n", err)
 			return exitBadInput
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -55,32 +54,26 @@ func reportKind(report bool, reportAPI string, apiSet, noPolicies bool) (schema.
 	return schema.GroupVersionKind{}, fmt.Sprintf("--report-api %q: want %s", reportAPI, reportAPINames())
 }
 
-// flagSet reports whether the flag was given on the command line.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
-
 // auditObjects renders the manifests (if any), for their denials and
-// warnings, and audits the world they leave.
-func auditObjects(ctx context.Context, a renderArgs, stdin io.Reader) ([]render.Verdict, []policyreport.Report, error) {
-	opts, err := renderOptions(ctx, a, stdin)
+// warnings, and audits the world they leave. It also returns the warnings
+// about the input.
+func auditObjects(ctx context.Context, a renderArgs, stdin io.Reader) ([]render.Verdict, []policyreport.Report, []string, error) {
+	opts, warnings, err := renderOptions(ctx, a, stdin)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, warnings, err
 	}
 	opts.Now = now()
 	var verdicts []render.Verdict
 	if len(opts.Manifests) > 0 {
 		if verdicts, err = render.Render(ctx, opts); err != nil {
-			return nil, nil, err
+			return nil, nil, warnings, err
 		}
 	}
 	reports, err := render.Audit(ctx, opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, warnings, err
 	}
-	return verdicts, reports, nil
+	return verdicts, reports, warnings, nil
 }
 
 // printReports prints the reports as objects of kind gvk (multi-document

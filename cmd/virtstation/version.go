@@ -1,24 +1,29 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/spf13/cobra"
 )
 
 // version is set at release builds: -ldflags "-X main.version=v1.2.3".
 var version = ""
 
-// runVersion prints the release (or the module version go install
-// recorded), the commit and the platform.
-func runVersion(_ context.Context, args []string, s streams) int {
-	if len(args) > 0 {
-		fmt.Fprintln(s.err, "usage: virtstation version")
-		return exitBadInput
+// newVersionCommand is `virtstation version`, which prints what
+// `virtstation --version` prints: the release (or the module version go
+// install recorded), the commit and the platform.
+func newVersionCommand(s streams) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version this binary was built from",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			fmt.Fprintln(s.out, versionLine(version, readBuildInfo()))
+			return nil
+		},
 	}
-	fmt.Fprintln(s.out, versionLine(version, readBuildInfo()))
-	return exitOK
 }
 
 // buildInfo is what the binary knows of its build.

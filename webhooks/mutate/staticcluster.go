@@ -3,7 +3,9 @@ package mutate
 import (
 	"context"
 	"net"
+	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,7 +25,9 @@ import (
 type StaticCluster struct {
 	// Static finds data disks; NewStaticCluster starts it empty.
 	*disks.Static
-	macs    map[string][]types.NamespacedName
+	macs map[string][]types.NamespacedName
+	// vmMACs are the MACs each VM was indexed under, for SetVM.
+	vmMACs  map[types.NamespacedName][]string
 	vmis    sets.Set[types.NamespacedName]
 	secrets map[types.NamespacedName]*corev1.Secret
 	// kubevirts are the KubeVirt CRs, for DefaultArchitecture.
@@ -41,19 +45,39 @@ func NewStaticCluster(vms []kubevirtv1.VirtualMachine) *StaticCluster {
 	c := &StaticCluster{
 		Static:  disks.NewStatic(),
 		macs:    map[string][]types.NamespacedName{},
+		vmMACs:  map[types.NamespacedName][]string{},
 		vmis:    sets.New[types.NamespacedName](),
 		secrets: map[types.NamespacedName]*corev1.Secret{},
 	}
 	for i := range vms {
-		key := client.ObjectKeyFromObject(&vms[i])
-		for _, m := range MACIndexer(&vms[i]) {
-			c.macs[m] = append(c.macs[m], key)
-		}
-	}
-	for _, owners := range c.macs {
-		sort.Slice(owners, func(i, j int) bool { return owners[i].String() < owners[j].String() })
+		c.SetVM(&vms[i])
 	}
 	return c
+}
+
+// SetVM adds vm to the VM view, or replaces the VM of its namespace and
+// name there, in time proportional to its MACs and their owners (render
+// adds the VMs it admits one by one).
+func (c *StaticCluster) SetVM(vm *kubevirtv1.VirtualMachine) {
+	key := client.ObjectKeyFromObject(vm)
+	for _, m := range c.vmMACs[key] {
+		c.macs[m] = slices.DeleteFunc(c.macs[m], func(o types.NamespacedName) bool { return o == key })
+		if len(c.macs[m]) == 0 {
+			delete(c.macs, m)
+		}
+	}
+	macs := MACIndexer(vm)
+	if len(macs) == 0 {
+		delete(c.vmMACs, key)
+		return
+	}
+	c.vmMACs[key] = macs
+	for _, m := range macs {
+		owners := c.macs[m]
+		// Sorted by String(), as the cache's index lists them.
+		i, _ := slices.BinarySearchFunc(owners, key, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+		c.macs[m] = slices.Insert(owners, i, key)
+	}
 }
 
 // WithVMs returns a copy of c whose VM view is vms (indexed as
