@@ -211,10 +211,14 @@ cross:
 ## demo: a local control plane with the webhooks and KubeVirt's admission; applies
 ## examples/, prints the admitted VMs and boots dev-alice's Debian guest behind
 ## the bridge (DEMO_GUEST=echo: the 512-byte echo guest instead).
+## A first run builds each cache in turn; every step prints how long it
+## takes and took.
 demo: demo-deps envtest-bins kubevirt-admission
+	@echo "demo: building the demo (a first build takes a few minutes)" >&2
+	$(GO) build -o $(BIN)/virtstation-demo ./cmd/virtstation-demo
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" KUBEVIRT_ADMISSION="$$(hack/kubevirt-admission.sh)" \
 	  VIRTSTATION_GUEST_IMAGE="$$(if [ "$${DEMO_GUEST:-}" != echo ]; then hack/guest-image.sh; fi)" \
-	  $(GO) run ./cmd/virtstation-demo -f examples/
+	  $(BIN)/virtstation-demo -f examples/
 
 ## demo-deps: the Debian packages the demo's guest needs when missing: QEMU,
 ## debootstrap and e2fsprogs (the guest image), xorriso (its NoCloud ISO).
