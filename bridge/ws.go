@@ -139,8 +139,13 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, m mode, byVM bool)
 		filter = nil
 		l.vm = s.metrics.vncSession(ns, name)
 		meter = l.vm.meter(meter)
+		viewOnly := viewOnlyAsked(r)
+		if viewOnly {
+			l.log = l.log.WithValues("viewOnly", true)
+		}
 		interceptor = vnc.NewProxy(vnc.Options{
 			Adaptive:    adaptive(r, s.opts.VNCAdaptive),
+			ViewOnly:    viewOnly,
 			Observer:    l.vm,
 			Log:         l.log,
 			LogInterval: s.opts.VNCLogInterval,
@@ -218,13 +223,31 @@ func takeOverAsked(r *http.Request, m mode, byVM bool) (takeover, takeDisplay bo
 // adaptive is the session's choice of the adaptive VNC controller: the
 // query parameter, else the deployment's default.
 func adaptive(r *http.Request, def bool) bool {
-	switch r.URL.Query().Get("adaptive") {
-	case "true", "1", "on":
-		return true
-	case "false", "0", "off":
-		return false
+	if on, ok := queryFlag(r, "adaptive"); ok {
+		return on
 	}
 	return def
+}
+
+// viewOnlyAsked says whether the client opened the VNC session view only,
+// with noVNC's parameter name (?view_only=1): the bridge then drops its
+// input (vnc.Options.ViewOnly). The session is held and taken over as any
+// other; view only changes what it may send, not who holds it.
+func viewOnlyAsked(r *http.Request) bool {
+	on, _ := queryFlag(r, "view_only")
+	return on
+}
+
+// queryFlag reads a boolean query parameter; ok is false when it is absent
+// or not one of the spellings below.
+func queryFlag(r *http.Request, name string) (on, ok bool) {
+	switch r.URL.Query().Get(name) {
+	case "true", "1", "on", "yes":
+		return true, true
+	case "false", "0", "off", "no":
+		return false, true
+	}
+	return false, false
 }
 
 // acquire takes the session slot, or explains who holds it.
