@@ -135,21 +135,8 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, m mode, byVM bool)
 	var interceptor relay.Interceptor
 	meter := relay.Meter(s.metrics.meter(m.name))
 	switch m.name {
-	case modeVNC.name:
-		filter = nil
-		l.vm = s.metrics.vncSession(ns, name)
-		meter = l.vm.meter(meter)
-		viewOnly := viewOnlyAsked(r)
-		if viewOnly {
-			l.log = l.log.WithValues("viewOnly", true)
-		}
-		interceptor = vnc.NewProxy(vnc.Options{
-			Adaptive:    adaptive(r, s.opts.VNCAdaptive),
-			ViewOnly:    viewOnly,
-			Observer:    l.vm,
-			Log:         l.log,
-			LogInterval: s.opts.VNCLogInterval,
-		})
+	case modeVNC.name: // the interceptor replaces the filter
+		interceptor, meter = s.vncProxy(r, l, meter)
 	case modeSSH.name:
 		var end *relay.Ending
 		up, filter, end = s.openSSH(r.Context(), client, tgt, l.log)
@@ -169,6 +156,24 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, m mode, byVM bool)
 		UpstreamName: m.upstreamName,
 	}
 	return l
+}
+
+// vncProxy sets up the RFB-aware layer of l, a VNC session, with the
+// options the request asked for, and its metrics series; it returns the
+// interceptor and the meter that feeds the series too.
+func (s *Server) vncProxy(r *http.Request, l *live, meter relay.Meter) (relay.Interceptor, relay.Meter) {
+	l.vm = s.metrics.vncSession(r.PathValue("namespace"), r.PathValue("name"))
+	viewOnly := viewOnlyAsked(r)
+	if viewOnly {
+		l.log = l.log.WithValues("viewOnly", true)
+	}
+	return vnc.NewProxy(vnc.Options{
+		Adaptive:    adaptive(r, s.opts.VNCAdaptive),
+		ViewOnly:    viewOnly,
+		Observer:    l.vm,
+		Log:         l.log,
+		LogInterval: s.opts.VNCLogInterval,
+	}), l.vm.meter(meter)
 }
 
 // run relays the session until it ends, counts and logs the ending, and
