@@ -31,7 +31,7 @@ const combo = (label, mods, k) => Object.freeze({ label, mods: Object.freeze(mod
 export const combos = Object.freeze(Object.fromEntries([
   ['ctrl-alt-del', combo('Ctrl+Alt+Del', [keysyms.ctrl, keysyms.alt], keysyms.del)],
   ...Array.from({ length: 12 }, (_, i) => [`ctrl-alt-f${i + 1}`, combo(`Ctrl+Alt+F${i + 1}`, [keysyms.ctrl, keysyms.alt], fkey(i + 1))]),
-  ['super', combo('Super (Windows)', [], keysyms.super)],
+  ['super', combo('Super (Win)', [], keysyms.super)],
   ['tab', combo('Tab', [], keysyms.tab)],
   ['esc', combo('Esc', [], keysyms.esc)],
 ]));
