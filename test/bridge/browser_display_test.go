@@ -68,7 +68,7 @@ func TestBrowserDisplayTools(t *testing.T) {
 	t.Run("clipboard", func(t *testing.T) { testClipboard(t, b, tap, vm, target.VNC) })
 	t.Run("view only", func(t *testing.T) { testViewOnlyPage(t, b, tap, vm) })
 	t.Run("view only at the bridge", func(t *testing.T) { testViewOnlyBridge(t, tap, vm) })
-	t.Run("scaling and full screen", func(t *testing.T) { testScalingAndFullScreen(t, b, vm) })
+	t.Run("scaling and full screen", func(t *testing.T) { testScalingAndFullScreen(t, b, tap, vm) })
 	t.Run("serial paste", func(t *testing.T) { testSerialPaste(t, b, vm) })
 }
 
@@ -396,7 +396,7 @@ const unscaled = `(() => {
 	return c && Math.abs(c.getBoundingClientRect().width - c.width) < 1;
 })()`
 
-func testScalingAndFullScreen(t *testing.T, b *browser.Browser, vm string) {
+func testScalingAndFullScreen(t *testing.T, b *browser.Browser, tap *inputTap, vm string) {
 	alice := displayPage(t, b, "scaling-alice", vm, "")
 	// Local scaling is the default, and follows the window.
 	alice.WaitFor(fitsScreen)
@@ -417,6 +417,17 @@ func testScalingAndFullScreen(t *testing.T, b *browser.Browser, vm string) {
 	alice.Do("reload", nil)
 	alice.WaitState("connected")
 	alice.WaitFor(screenShown + ` && ` + unscaled + ` && document.getElementById('resize').value === 'off'`)
+
+	// Remote resizing asks QEMU for the screen's size (SetDesktopSize);
+	// QEMU's std VGA keeps its own, which the page shows unscaled.
+	from, _ := tap.count()
+	alice.Click("#settings-button")
+	alice.Do("select", map[string]any{"selector": "#resize", "value": "remote"})
+	waitInputs(t, tap, from, func(in []input) bool {
+		return slices.ContainsFunc(in, func(e input) bool { return e.Name == "SetDesktopSize" })
+	})
+	alice.WaitFor(unscaled)
+	alice.Click("#settings-button")
 
 	// Full screen takes the screen and its toolbar.
 	alice.Click("#fullscreen")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/zlib"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"sync"
 
@@ -18,7 +19,7 @@ const (
 	clipboardProvide = 1 << 28
 )
 
-// input is one input message a VNC client sent QEMU.
+// input is one input message a VNC client sent QEMU (or a resize request).
 type input struct {
 	Name string // the message, as rfb names it
 	Key  uint32 // keysym of a key event
@@ -113,6 +114,8 @@ func decodeInput(b rfb.Body) (input, bool) {
 		return input{Name: m.Name(), Key: m.Keysym, Down: m.Down}, true
 	case rfb.PointerEvent:
 		return input{Name: m.Name()}, true
+	case rfb.SetDesktopSize: // the page asks the guest to resize
+		return input{Name: m.Name(), Text: fmt.Sprintf("%dx%d", m.Width, m.Height)}, true
 	case rfb.ClientCutText:
 		if !m.Extended {
 			return input{Name: m.Name(), Text: string(m.Text)}, true
