@@ -135,16 +135,8 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, m mode, byVM bool)
 	var interceptor relay.Interceptor
 	meter := relay.Meter(s.metrics.meter(m.name))
 	switch m.name {
-	case modeVNC.name:
-		filter = nil
-		l.vm = s.metrics.vncSession(ns, name)
-		meter = l.vm.meter(meter)
-		interceptor = vnc.NewProxy(vnc.Options{
-			Adaptive:    adaptive(r, s.opts.VNCAdaptive),
-			Observer:    l.vm,
-			Log:         l.log,
-			LogInterval: s.opts.VNCLogInterval,
-		})
+	case modeVNC.name: // the interceptor replaces the filter
+		interceptor, meter = s.vncProxy(r, l, meter)
 	case modeSSH.name:
 		var end *relay.Ending
 		up, filter, end = s.openSSH(r.Context(), client, tgt, l.log)
@@ -164,6 +156,24 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, m mode, byVM bool)
 		UpstreamName: m.upstreamName,
 	}
 	return l
+}
+
+// vncProxy sets up the RFB-aware layer of l, a VNC session, with the
+// options the request asked for, and its metrics series; it returns the
+// interceptor and the meter that feeds the series too.
+func (s *Server) vncProxy(r *http.Request, l *live, meter relay.Meter) (relay.Interceptor, relay.Meter) {
+	l.vm = s.metrics.vncSession(r.PathValue("namespace"), r.PathValue("name"))
+	viewOnly := viewOnlyAsked(r)
+	if viewOnly {
+		l.log = l.log.WithValues("viewOnly", true)
+	}
+	return vnc.NewProxy(vnc.Options{
+		Adaptive:    adaptive(r, s.opts.VNCAdaptive),
+		ViewOnly:    viewOnly,
+		Observer:    l.vm,
+		Log:         l.log,
+		LogInterval: s.opts.VNCLogInterval,
+	}), l.vm.meter(meter)
 }
 
 // run relays the session until it ends, counts and logs the ending, and
@@ -218,13 +228,31 @@ func takeOverAsked(r *http.Request, m mode, byVM bool) (takeover, takeDisplay bo
 // adaptive is the session's choice of the adaptive VNC controller: the
 // query parameter, else the deployment's default.
 func adaptive(r *http.Request, def bool) bool {
-	switch r.URL.Query().Get("adaptive") {
-	case "true", "1", "on":
-		return true
-	case "false", "0", "off":
-		return false
+	if on, ok := queryFlag(r, "adaptive"); ok {
+		return on
 	}
 	return def
+}
+
+// viewOnlyAsked says whether the client opened the VNC session view only,
+// with noVNC's parameter name (?view_only=1): the bridge then drops its
+// input (vnc.Options.ViewOnly). The session is held and taken over as any
+// other; view only changes what it may send, not who holds it.
+func viewOnlyAsked(r *http.Request) bool {
+	on, _ := queryFlag(r, "view_only")
+	return on
+}
+
+// queryFlag reads a boolean query parameter; ok is false when it is absent
+// or not one of the spellings below.
+func queryFlag(r *http.Request, name string) (on, ok bool) {
+	switch r.URL.Query().Get(name) {
+	case "true", "1", "on", "yes":
+		return true, true
+	case "false", "0", "off", "no":
+		return false, true
+	}
+	return false, false
 }
 
 // acquire takes the session slot, or explains who holds it.

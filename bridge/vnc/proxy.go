@@ -54,6 +54,11 @@ type Observer interface {
 type Options struct {
 	// Adaptive turns the controller on; off, the proxy only measures.
 	Adaptive bool
+	// ViewOnly drops the client's input before it reaches the VM: keys,
+	// pointer, clipboard (ClientCutText), SetDesktopSize and xvp power
+	// operations. The screen still flows. Dropped messages are not input,
+	// so they keep no idle session alive.
+	ViewOnly bool
 	// Observer receives measurements; nil drops them.
 	Observer Observer
 	// Log receives a throughput line every LogInterval; zero disables it.
@@ -193,7 +198,14 @@ func (p *Proxy) Client(_ int, b []byte) ([]byte, bool, error) {
 			}
 			p.forwarded(now, body.Incremental)
 		case rfb.KeyEvent, rfb.PointerEvent, rfb.QEMUExtendedKeyEvent, rfb.ClientCutText:
+			if p.opts.ViewOnly {
+				return nil
+			}
 			input = true
+		case rfb.SetDesktopSize, rfb.XVP:
+			if p.opts.ViewOnly {
+				return nil
+			}
 		}
 		out = append(out, m.Raw...)
 		return nil

@@ -34,7 +34,13 @@ func (s *sent) all() [][]byte {
 // 640x480 32-bit screen.
 func handshaken(t *testing.T, adaptive bool) (*Proxy, *sent) {
 	t.Helper()
-	p := NewProxy(Options{Adaptive: adaptive})
+	return handshakenWith(t, Options{Adaptive: adaptive})
+}
+
+// handshakenWith is handshaken with the session's options.
+func handshakenWith(t *testing.T, opts Options) (*Proxy, *sent) {
+	t.Helper()
+	p := NewProxy(opts)
 	s := &sent{}
 	p.Start(s.send)
 	t.Cleanup(p.Stop)
@@ -169,5 +175,62 @@ func TestProxyAsksForTheIdleRepaintThenSleeps(t *testing.T) {
 	defer p.mu.Unlock()
 	if p.moved || len(p.held) > 0 || !p.wakeAt.IsZero() {
 		t.Fatalf("after the repaint: moved %v, held %x, timer armed for %s; want nothing due", p.moved, p.held, p.wakeAt)
+	}
+}
+
+// wire is m's bytes on the wire.
+func wire(t *testing.T, m interface {
+	AppendBinary([]byte) ([]byte, error)
+}) []byte {
+	t.Helper()
+	b, err := m.AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestProxyViewOnlyDropsInputAndKeepsTheScreen(t *testing.T) {
+	dropped := map[string][]byte{
+		"KeyEvent":             wire(t, rfb.KeyEvent{Down: true, Key: 0xffe3}),
+		"PointerEvent":         wire(t, rfb.PointerEvent{Buttons: 1, X: 10, Y: 20}),
+		"QEMUExtendedKeyEvent": wire(t, rfb.QEMUExtendedKeyEvent{Down: true, Keysym: 0xffff, Keycode: 0xe053}),
+		"ClientCutText":        wire(t, rfb.ClientCutText{Text: []byte("secret")}),
+		"SetDesktopSize":       wire(t, rfb.SetDesktopSize{Width: 800, Height: 600, Screens: []rfb.Screen{{Width: 800, Height: 600}}}),
+		"XVP":                  wire(t, rfb.XVP{Version: 1, Code: 4}),
+	}
+	kept := map[string][]byte{
+		"FramebufferUpdateRequest": rfb.EncodeFramebufferUpdateRequest(false, 0, 0, 640, 480),
+		"SetPixelFormat":           wire(t, rfb.SetPixelFormat{Format: rfb.PixelFormat{BitsPerPixel: 32, Depth: 24, TrueColour: true, RedMax: 255, GreenMax: 255, BlueMax: 255, RedShift: 16, GreenShift: 8}}),
+	}
+	for name, msg := range dropped {
+		t.Run(name, func(t *testing.T) {
+			p, _ := handshakenWith(t, Options{ViewOnly: true})
+			out, input, err := p.Client(0, msg)
+			if err != nil || len(out) != 0 || input {
+				t.Fatalf("view only: Client = %x, %v, %v; want it dropped, not input", out, input, err)
+			}
+			full, _ := handshakenWith(t, Options{})
+			if out, _, err := full.Client(0, msg); err != nil || string(out) != string(msg) {
+				t.Fatalf("full control: Client = %x, %v; want it forwarded", out, err)
+			}
+		})
+	}
+	for name, msg := range kept {
+		t.Run(name, func(t *testing.T) {
+			p, _ := handshakenWith(t, Options{ViewOnly: true})
+			out, input, err := p.Client(0, msg)
+			if err != nil || string(out) != string(msg) || input {
+				t.Fatalf("view only: Client = %x, %v, %v; want it forwarded, not input", out, input, err)
+			}
+		})
+	}
+	// Input between screen messages in one WebSocket message: only the
+	// input goes.
+	p, _ := handshakenWith(t, Options{ViewOnly: true})
+	fur := kept["FramebufferUpdateRequest"]
+	in := append(append(append([]byte(nil), fur...), dropped["KeyEvent"]...), fur...)
+	if out, _, err := p.Client(0, in); err != nil || string(out) != string(append(append([]byte(nil), fur...), fur...)) {
+		t.Fatalf("view only, mixed: Client = %x, %v", out, err)
 	}
 }

@@ -46,6 +46,18 @@ type Target struct {
 	VNC     string
 	// QMP is QEMU's monitor, where screenshots come from (qemu.Screendump).
 	QMP string
+	// VNCTap, when set, gives each VNC connection a Tap that sees its bytes:
+	// what the client truly sent QEMU, for tests to look at.
+	VNCTap func() Tap
+}
+
+// Tap sees one piped connection's bytes, each chunk before it is forwarded
+// (the order package rfb's parsers need): FromClient what the client sends
+// to QEMU, FromVM what QEMU answers. Each method is called from one
+// goroutine of the connection's two; a Tap must not keep p.
+type Tap interface {
+	FromClient(p []byte)
+	FromVM(p []byte)
 }
 
 func (t Target) socket(kind Kind) string {

@@ -1,6 +1,7 @@
 package virthandler
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -90,14 +91,18 @@ func (s *Server) stream(kind Kind) http.HandlerFunc {
 			s.calls.setStatus(i, http.StatusBadRequest)
 			return
 		}
-		pipe(ctx, ws, socket) //nolint:contextcheck // the stream is the Server's: it ends when the Server closes or a newer session displaces it, not with the request
+		var tap Tap
+		if kind == VNC && target.VNCTap != nil {
+			tap = target.VNCTap()
+		}
+		pipe(ctx, ws, socket, tap) //nolint:contextcheck // the stream is the Server's: it ends when the Server closes or a newer session displaces it, not with the request
 	}
 }
 
 // pipe copies between the WebSocket and the unix socket until either side
 // ends or ctx is done, then closes both without a close frame, as
-// virt-handler does.
-func pipe(ctx context.Context, ws *websocket.Conn, socket string) {
+// virt-handler does. tap, when not nil, sees both directions.
+func pipe(ctx context.Context, ws *websocket.Conn, socket string, tap Tap) {
 	defer func() { _ = ws.Close() }()
 	ws.SetReadLimit(maxMessageSize)
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
@@ -112,8 +117,8 @@ func pipe(ctx context.Context, ws *websocket.Conn, socket string) {
 	// Either direction ending ends both; which one, and why, makes no
 	// difference to the peers, who see the connection close.
 	done := make(chan struct{}, 2)
-	go func() { _ = copyToWebSocket(ws, sock); done <- struct{}{} }()
-	go func() { _ = copyFromWebSocket(sock, ws); done <- struct{}{} }()
+	go func() { _ = copyToWebSocket(ws, sock, tap); done <- struct{}{} }()
+	go func() { _ = copyFromWebSocket(sock, ws, tap); done <- struct{}{} }()
 	pending := 2
 	select {
 	case <-ctx.Done():
@@ -129,11 +134,14 @@ func pipe(ctx context.Context, ws *websocket.Conn, socket string) {
 
 // copyToWebSocket sends what the socket says as binary messages. It is the
 // only writer of ws.
-func copyToWebSocket(ws *websocket.Conn, src io.Reader) error {
+func copyToWebSocket(ws *websocket.Conn, src io.Reader, tap Tap) error {
 	buf := make([]byte, bufferSize)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			if tap != nil {
+				tap.FromVM(buf[:n])
+			}
 			if werr := ws.SetWriteDeadline(time.Now().Add(writeTimeout)); werr != nil {
 				return werr
 			}
@@ -149,11 +157,19 @@ func copyToWebSocket(ws *websocket.Conn, src io.Reader) error {
 
 // copyFromWebSocket writes every message's payload, binary or text, to dst.
 // It is the only reader of ws.
-func copyFromWebSocket(dst io.Writer, ws *websocket.Conn) error {
+func copyFromWebSocket(dst io.Writer, ws *websocket.Conn, tap Tap) error {
 	for {
 		_, r, err := ws.NextReader()
 		if err != nil {
 			return err
+		}
+		if tap != nil { // whole messages: the read limit bounds them
+			p, err := io.ReadAll(r)
+			if err != nil {
+				return err
+			}
+			tap.FromClient(p)
+			r = bytes.NewReader(p)
 		}
 		if _, err := io.Copy(dst, r); err != nil {
 			return err

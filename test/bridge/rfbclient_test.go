@@ -31,7 +31,13 @@ var noVNCEncodings = []int32{rfb.EncodingRaw, rfb.EncodingCopyRect, rfb.Encoding
 // and completes the RFB 3.8 handshake with security None.
 func newRFBClient(t *testing.T, server, query string) *rfbClient {
 	t.Helper()
-	c := mustDial(t, server, vmPath("ws1", "vnc")+query, tokens["alice"])
+	return newRFBClientFor(t, server, "ws1", query)
+}
+
+// newRFBClientFor is newRFBClient for VM vm.
+func newRFBClientFor(t *testing.T, server, vm, query string) *rfbClient {
+	t.Helper()
+	c := mustDial(t, server, vmPath(vm, "vnc")+query, tokens["alice"])
 	s := rfb.NewSession()
 	rc := &rfbClient{t: t, c: c, out: rfb.NewClientParser(s), in: rfb.NewServerTracker(s), events: make(chan rfb.Event, 4096)}
 	go rc.read()

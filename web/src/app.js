@@ -10,6 +10,10 @@ import {
 } from './location.js';
 import { TerminalView } from './terminal.js';
 import { DisplayView } from './display.js';
+import { combos } from './keys.js';
+import {
+  resolve as resolveSettings, storageKey as settingsKey, toStorage, withQuery, clipboardTooLong, maxClipboardBytes,
+} from './settings.js';
 import './app.css';
 
 // The mode a page had connected, kept in this tab over a reload for
@@ -29,6 +33,12 @@ const el = {
   sshKey: $('ssh-key'), sshKeyFile: $('ssh-key-file'), sshPassphrase: $('ssh-passphrase'), sshPassword: $('ssh-password'),
   sshKeyFields: $('ssh-key-fields'), sshPasswordFields: $('ssh-password-fields'),
   screen: $('screen'), terminal: $('terminal'),
+  stage: $('stage'), displayBar: $('display-bar'), fullscreen: $('fullscreen'), viewOnlyBadge: $('view-only-badge'),
+  drawers: { keys: $('keys'), clipboard: $('clipboard'), settings: $('settings') },
+  drawerButtons: { keys: $('keys-button'), clipboard: $('clipboard-button'), settings: $('settings-button') },
+  clipText: $('clipboard-text'), clipMessage: $('clipboard-message'),
+  clipSend: $('clipboard-send'), clipCopy: $('clipboard-copy'), clipClear: $('clipboard-clear'),
+  resize: $('resize'), viewOnly: $('view-only'),
 };
 
 const terminal = new TerminalView(el.terminal);
@@ -77,11 +87,52 @@ const view = {
   },
   tabs(mode) {
     for (const t of el.tabs) t.setAttribute('aria-selected', String(t.dataset.mode === mode));
+    el.displayBar.hidden = mode !== 'display';
+    el.stage.classList.toggle('with-toolbar', mode === 'display');
+    if (mode !== 'display') openDrawer('');
   },
   modeChanged(mode) { history.replaceState(null, '', location.pathname + location.search + fragmentFor(mode)); },
   forgetToken() { forgetToken(window); },
   confirm(text) { return window.confirm(text); },
 };
+
+// openDrawer shows one of the display's drawers (extra keys, clipboard,
+// settings) and hides the others; '' hides all.
+function openDrawer(which) {
+  for (const [k, d] of Object.entries(el.drawers)) {
+    d.hidden = k !== which;
+    el.drawerButtons[k].setAttribute('aria-expanded', String(k === which));
+  }
+}
+
+// settings are the display's, as settings.js resolves them from the URL
+// and this browser's choice.
+let settings;
+try {
+  settings = resolveSettings(location.search, localStorage.getItem(settingsKey));
+} catch {
+  settings = resolveSettings(location.search, null); // storage disabled
+}
+
+// choose keeps a setting the user changed: in the URL when the URL had set
+// it (a reload or a shared link keeps it), else in this browser.
+function choose(name, value) {
+  settings = { ...settings, [name]: value };
+  if (settings.locked.includes(name)) {
+    history.replaceState(null, '', location.pathname + withQuery(location.search, name, value) + location.hash);
+    return;
+  }
+  try { localStorage.setItem(settingsKey, toStorage(settings)); } catch { /* this tab only */ }
+}
+
+function showSettings() {
+  el.resize.value = settings.resize;
+  el.viewOnly.checked = settings.viewOnly;
+  el.viewOnlyBadge.hidden = !settings.viewOnly;
+  // View only sends no keys and no clipboard, and noVNC shows it none.
+  for (const b of [el.drawerButtons.keys, el.drawerButtons.clipboard]) b.disabled = settings.viewOnly;
+  if (settings.viewOnly && el.drawers.settings.hidden) openDrawer('');
+}
 
 function request(path, { method = 'GET', token }) {
   return fetch(path, {
@@ -146,6 +197,78 @@ function wire(client) {
   });
 }
 
+// wireDisplay wires the display's toolbar: extra keys, clipboard, full
+// screen and settings, after noVNC's vnc.html.
+function wireDisplay(client) {
+  for (const [k, b] of Object.entries(el.drawerButtons)) {
+    b.addEventListener('click', () => openDrawer(el.drawers[k].hidden ? k : ''));
+  }
+  for (const [id, c] of Object.entries(combos)) {
+    const b = document.createElement('button');
+    Object.assign(b, { type: 'button', textContent: c.label });
+    b.dataset.key = id;
+    b.addEventListener('click', () => display.sendKeys(id));
+    el.drawers.keys.append(b);
+  }
+  display.onClipboard = (text) => {
+    el.clipText.value = text;
+    el.clipMessage.textContent = 'From the VM.';
+  };
+  let sent = '';
+  const send = (always) => {
+    const text = el.clipText.value;
+    if (!always && text === sent) return;
+    if (clipboardTooLong(text)) {
+      el.clipMessage.textContent = `Too long to send: the VM's clipboard takes at most ${maxClipboardBytes >> 10} KiB.`;
+      return;
+    }
+    const ok = client.state === State.connected && display.paste(text);
+    if (ok) sent = text;
+    el.clipMessage.textContent = ok ? 'Sent to the VM.' : 'Not sent: the display is not connected.';
+  };
+  el.clipText.addEventListener('change', () => send(false)); // noVNC sends when the box loses focus
+  el.clipSend.addEventListener('click', () => send(true));
+  el.clipClear.addEventListener('click', () => { el.clipText.value = ''; el.clipMessage.textContent = ''; });
+  el.clipCopy.addEventListener('click', async () => {
+    el.clipText.select();
+    try {
+      await navigator.clipboard.writeText(el.clipText.value);
+      el.clipMessage.textContent = 'Copied.';
+    } catch {
+      el.clipMessage.textContent = 'Selected: copy it with Ctrl+C.';
+    }
+  });
+  wireFullscreen();
+  el.resize.addEventListener('change', () => {
+    choose('resize', el.resize.value);
+    display.configure({ resize: settings.resize });
+  });
+  el.viewOnly.addEventListener('change', () => {
+    choose('viewOnly', el.viewOnly.checked);
+    display.configure({ viewOnly: settings.viewOnly });
+    showSettings();
+    client.setViewOnly(settings.viewOnly);
+  });
+}
+
+// wireFullscreen makes the stage (the screen, its toolbar and the prompts)
+// full screen; the browser's Esc leaves it.
+function wireFullscreen() {
+  el.fullscreen.hidden = !document.fullscreenEnabled;
+  el.fullscreen.addEventListener('click', async () => {
+    try {
+      if (document.fullscreenElement) await document.exitFullscreen();
+      else await el.stage.requestFullscreen();
+    } catch { /* refused: the page stays as it is */ }
+    display.focus();
+  });
+  document.addEventListener('fullscreenchange', () => {
+    const on = document.fullscreenElement === el.stage;
+    el.fullscreen.setAttribute('aria-pressed', String(on));
+    el.fullscreen.textContent = on ? 'Exit full screen' : 'Full screen';
+  });
+}
+
 function main() {
   const vm = parseVMPath(location.pathname);
   if (!vm) {
@@ -158,6 +281,8 @@ function main() {
     vm, view, display, terminal, request, clock,
     dial: (path, protocols) => new WebSocket(wsURL(location, path), protocols),
   });
+  display.configure({ resize: settings.resize, viewOnly: settings.viewOnly });
+  showSettings();
   const { token, mode } = takeToken(window);
   let reloaded = false;
   try {
@@ -166,7 +291,8 @@ function main() {
     reloaded = !!prev && prev.mode === (mode || client.mode) && Date.now() - prev.at < reloadWindow;
   } catch { /* storage disabled */ }
   wire(client);
-  client.start({ token, mode, reloaded });
+  wireDisplay(client);
+  client.start({ token, mode, reloaded, viewOnly: settings.viewOnly });
 }
 
 main();

@@ -51,6 +51,7 @@ export class Client {
   #countdown = 0;
   #sshCreds = null; // memory only, to reconnect; dropped on sign-out and on leaving SSH
   #reloadGrace = 0; // quiet retries left while our own previous page may still hold the session
+  #viewOnly = false; // the display session is opened view only (?view_only=1): the bridge drops its input
 
   constructor(deps) {
     this.#d = { backoff: new Backoff(), ...deps };
@@ -62,15 +63,20 @@ export class Client {
   /** state is the status shown, one of policy.js's State values. */
   get state() { return this.#state; }
 
+  /** viewOnly says whether display sessions open view only. */
+  get viewOnly() { return this.#viewOnly; }
+
   /** signedIn says whether the page holds a token. */
   get signedIn() { return this.#token !== ''; }
 
   /**
    * start opens the page's first session. reloaded says this tab held the
    * mode's session a moment ago, so a "held" refusal is retried quietly.
+   * viewOnly opens display sessions view only.
    */
-  start({ token = '', mode = '', reloaded = false } = {}) {
+  start({ token = '', mode = '', reloaded = false, viewOnly = false } = {}) {
     this.#token = token;
+    this.#viewOnly = !!viewOnly;
     if (mode in modes) this.#mode = mode;
     if (reloaded) this.#reloadGrace = reloadRetries;
     this.#d.view.tabs(this.#mode);
@@ -103,6 +109,21 @@ export class Client {
   /** reconnect is the Reconnect buttons: at once, backoff from the start. */
   reconnect() {
     this.#d.backoff.reset();
+    this.connect();
+  }
+
+  /**
+   * setViewOnly changes how display sessions open. The bridge enforces view
+   * only per session, so an open display session is opened again, retried
+   * quietly while the bridge releases the one just closed (as after a
+   * reload). A session not open stays so.
+   */
+  setViewOnly(on) {
+    on = !!on;
+    if (on === this.#viewOnly) return;
+    this.#viewOnly = on;
+    if (this.#mode !== 'display' || !this.#conn) return;
+    this.#reloadGrace = reloadRetries;
     this.connect();
   }
 
@@ -184,7 +205,11 @@ export class Client {
     if (this.#mode === 'ssh' && !this.#sshCreds) { this.#showSSHForm(''); return; }
     view.reconnectButton('');
     const mode = this.#mode;
-    const path = vmURL(this.#d.vm, modes[mode].route) + (takeover ? '?takeover=true' : '');
+    const query = new URLSearchParams();
+    if (takeover) query.set('takeover', 'true');
+    if (mode === 'display' && this.#viewOnly) query.set('view_only', '1');
+    const q = query.toString();
+    const path = vmURL(this.#d.vm, modes[mode].route) + (q ? `?${q}` : '');
     let ws;
     try {
       ws = this.#d.dial(path, ['binary', bearerSubprotocol(this.#token)]);
@@ -242,7 +267,8 @@ export class Client {
   #onConnected(c) {
     if (this.#conn !== c) return;
     this.#reloadGrace = 0;
-    this.#status(State.connected, `Connected to the ${modes[c.mode].noun} of ${this.#describeVM()}`);
+    const viewOnly = c.mode === 'display' && this.#viewOnly ? ' (view only)' : '';
+    this.#status(State.connected, `Connected to the ${modes[c.mode].noun} of ${this.#describeVM()}${viewOnly}`);
     if (c.mode === 'display') this.#d.display.focus(); else this.#d.terminal.focus();
   }
 

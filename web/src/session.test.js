@@ -351,3 +351,59 @@ test('restart asks first, then reports what the bridge said', async () => {
     assert.equal(r.status().state, State.connecting, `${name}: the session's state stays`);
   }
 });
+
+test('view only opens the display with ?view_only=1, says so, and leaves the terminals alone', () => {
+  const r = rig();
+  r.client.start({ token: 't', mode: 'display', viewOnly: true });
+  assert.equal(r.ws().path, `${base}/vnc?view_only=1`);
+  r.ws().open();
+  r.display.attached.onConnect();
+  assert.equal(r.status().state, State.connected);
+  assert.match(r.status().text, /\(view only\)$/);
+  r.client.switchMode('serial');
+  assert.equal(r.ws().path, `${base}/console`, 'the serial console has no view only');
+});
+
+test('a take-over keeps view only in the same request', () => {
+  const r = rig();
+  r.client.start({ token: 't', mode: 'display', viewOnly: true });
+  r.ws().drop(4409, 'SessionHeld: held by bob since 03:04:05Z; take over to continue');
+  r.client.takeOver();
+  assert.equal(r.ws().path, `${base}/vnc?takeover=true&view_only=1`);
+});
+
+test('changing view only reopens an open display session, retrying quietly while the old one is released', () => {
+  const r = rig();
+  r.client.start({ token: 't', mode: 'display' });
+  const first = r.ws();
+  first.open();
+  r.display.attached.onConnect();
+  r.client.setViewOnly(true);
+  assert.deepEqual(first.closedWith, { code: 1000, reason: 'closed by the user' });
+  assert.equal(r.ws().path, `${base}/vnc?view_only=1`);
+  // The bridge has not yet released the session this page just closed.
+  r.ws().drop(4409, 'SessionHeld: held by me since 03:04:05Z; take over to continue');
+  assert.equal(r.status().state, State.connecting, 'no take-over prompt for our own session');
+  r.clock.advance(reloadRetryDelay);
+  assert.equal(r.sockets.length, 3);
+  r.ws().open();
+  r.display.attached.onConnect();
+  assert.match(r.status().text, /\(view only\)$/);
+  r.client.setViewOnly(true);
+  assert.equal(r.sockets.length, 3, 'no change, no new session');
+  r.client.setViewOnly(false);
+  assert.equal(r.ws().path, `${base}/vnc`);
+});
+
+test('changing view only while no display session is open opens none', () => {
+  const r = rig();
+  r.client.start({ token: 't', mode: 'serial' });
+  r.client.setViewOnly(true);
+  assert.equal(r.sockets.length, 1);
+  assert.equal(r.client.viewOnly, true);
+  r.client.switchMode('display');
+  assert.equal(r.ws().path, `${base}/vnc?view_only=1`);
+  r.ws().drop(4001, 'taken over by bob');
+  r.client.setViewOnly(false);
+  assert.equal(r.sockets.length, 2, 'a taken-over page stays down');
+});

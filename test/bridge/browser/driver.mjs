@@ -117,6 +117,24 @@ const ops = {
     await pg.keyboard.type(text, { delay: 20 });
     return null;
   },
+  // press presses one key (Playwright's names: Escape, Control+a), on
+  // selector when given, else where the focus is.
+  async press({ page: name, selector, key }) {
+    const { pg } = page(name);
+    if (selector) await pg.press(selector, key);
+    else await pg.keyboard.press(key);
+    return null;
+  },
+  // select chooses the option of value in the <select> at selector.
+  async select({ page: name, selector, value }) {
+    await page(name).pg.selectOption(selector, value);
+    return null;
+  },
+  // viewport resizes the page's window.
+  async viewport({ page: name, width, height }) {
+    await page(name).pg.setViewportSize({ width, height });
+    return null;
+  },
   // waitFor waits until the expression, evaluated in the page, is truthy.
   // It goes as a function: Playwright polls a string predicate with eval,
   // which the page's Content-Security-Policy rightly refuses.
