@@ -52,15 +52,16 @@ func TestValuesSchema(t *testing.T) {
 }
 
 // TestKubeVersion checks the chart refuses a cluster older than the APIs
-// it installs (the bridge's flowcontrol.apiserver.k8s.io/v1 FlowSchema is
-// served since 1.29) with a message that says so, and renders for 1.29.
+// and fields it uses (the webhook's preStop sleep action is on by default
+// from 1.30; TestKubeVersionCoversFeatures derives it) with a message that
+// says so, and renders for 1.30.
 func TestKubeVersion(t *testing.T) {
-	_, err := runHelm(t, "template", releaseName, chartDir(t), "--kube-version", "1.28.9")
-	if err == nil || !strings.Contains(err.Error(), "chart requires kubeVersion: >=1.29.0-0") {
-		t.Errorf("helm template for Kubernetes 1.28: %v, want the chart's kubeVersion named", err)
+	_, err := runHelm(t, "template", releaseName, chartDir(t), "--kube-version", "1.29.15")
+	if err == nil || !strings.Contains(err.Error(), "chart requires kubeVersion: >=1.30.0-0") {
+		t.Errorf("helm template for Kubernetes 1.29: %v, want the chart's kubeVersion named", err)
 	}
-	if _, err := runHelm(t, "template", releaseName, chartDir(t), "--kube-version", "1.29.0"); err != nil {
-		t.Errorf("helm template for Kubernetes 1.29: %v", err)
+	if _, err := runHelm(t, "template", releaseName, chartDir(t), "--kube-version", "1.30.0"); err != nil {
+		t.Errorf("helm template for Kubernetes 1.30: %v", err)
 	}
 }
 
