@@ -65,10 +65,9 @@ func TestKubeVersion(t *testing.T) {
 	}
 }
 
-// TestServiceMonitor checks the optional ServiceMonitors by rendering only:
-// the monitoring.coreos.com CRDs are not installed in the test control
-// plane, so the dry-run test leaves them out. Each endpoint must name a
-// port of a Service its selector picks.
+// TestServiceMonitor checks the optional ServiceMonitors' wiring (the
+// dry-run tests apply them against prometheus-operator's CRD): each
+// endpoint must name a port of a Service its selector picks.
 func TestServiceMonitor(t *testing.T) {
 	for _, values := range [][]string{{"serviceMonitor.enabled=true"}, {"serviceMonitor.enabled=true", certManagerOff}} {
 		objs := renderChart(t, values...)

@@ -53,6 +53,15 @@ func TestImageNamesAgree(t *testing.T) {
 			t.Errorf("Dockerfile.%s's build command tags %q, make images names %q", component, m, defaults[component])
 		}
 	}
+	install, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range defaults {
+		if !strings.Contains(string(install), "\n"+ref+"\n") {
+			t.Errorf("docs/install.md does not show %s, which make images prints", ref)
+		}
+	}
 	checkDocImageNames(t)
 }
 
