@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/virtstation/virtstation/internal/testenv"
@@ -55,11 +56,15 @@ func installPlane(t *testing.T) *testenv.ControlPlane {
 // finishes as on a cluster.
 func finalizeNamespaces(ctx context.Context, t *testing.T, p *testenv.ControlPlane) {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(p.Config)
+	// Deleting every collection draws deprecation warnings (Endpoints,
+	// Jobs) that say nothing about Virtstation.
+	cfg := rest.CopyConfig(p.Config)
+	cfg.WarningHandler = rest.NoWarnings{}
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dyn, err := dynamic.NewForConfig(p.Config)
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
