@@ -28,6 +28,10 @@ import (
 // once, seldom enough to cost nothing.
 const namespaceSweepEvery = 200 * time.Millisecond
 
+// namespaceGrace is how long finalizeNamespaces leaves a deleted namespace
+// alone, as the namespace controller's queue does on a cluster.
+const namespaceGrace = time.Second
+
 var (
 	ipOnce sync.Once
 	ip     *testenv.ControlPlane
@@ -82,7 +86,9 @@ func finalizeNamespaces(ctx context.Context, t *testing.T, p *testenv.ControlPla
 		}
 		for i := range list.Items {
 			ns := &list.Items[i]
-			if ns.DeletionTimestamp == nil || len(ns.Spec.Finalizers) == 0 {
+			// Like the namespace controller, start a moment after the
+			// deletion, not within the same request burst as kubectl's.
+			if ns.DeletionTimestamp == nil || len(ns.Spec.Finalizers) == 0 || time.Since(ns.DeletionTimestamp.Time) < namespaceGrace {
 				continue
 			}
 			emptyNamespace(ctx, cs, dyn, ns.Name)
