@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -220,4 +221,33 @@ func docCommands(path, section string) ([]docCommand, error) {
 		return nil, errNoSection
 	}
 	return cmds, nil
+}
+
+// TestDocCommandsParsing checks what TestDocsCommands takes from a page:
+// only ```sh blocks, only in the section asked for, continuation lines
+// joined, comments left out; and a missing section is errNoSection.
+func TestDocCommandsParsing(t *testing.T) {
+	page := "# T\n```sh\nmake images\n```\n## Install on a cluster\n```yaml\n## not a heading\nkey: v\n```\n" +
+		"```sh\n# a comment\nhelm install a b \\\n  --set x=y\n\nkubectl get pods\n```\n## Next\n```sh\nkubectl delete ns x\n```\n"
+	path := filepath.Join(t.TempDir(), "page.md")
+	if err := os.WriteFile(path, []byte(page), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		section string
+		want    []docCommand
+		err     error
+	}{
+		"whole page": {want: []docCommand{{3, "make images"}, {12, "helm install a b --set x=y"}, {15, "kubectl get pods"}, {19, "kubectl delete ns x"}}},
+		"a section":  {section: installHeading, want: []docCommand{{12, "helm install a b --set x=y"}, {15, "kubectl get pods"}}},
+		"no section": {section: "## Missing", err: errNoSection},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := docCommands(path, tc.section)
+			if !errors.Is(err, tc.err) || !slices.Equal(got, tc.want) {
+				t.Errorf("docCommands: %v, %v; want %v, %v", got, err, tc.want, tc.err)
+			}
+		})
+	}
 }
