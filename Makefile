@@ -15,12 +15,33 @@ TEST_FLAGS ?= -count=1 -p 1 -timeout 15m
 export CERT_MANAGER_VERSION
 export KYVERNO_VERSION
 
-.PHONY: all build bench cross test test-deps demo-deps demo-test ui ui-test chart-lint policy-test unit envtest-bins kubecli-peer kubevirt-admission guest-image manifests crds generate verify-generated lint fmt check-format vet demo fuzz property clean
+.PHONY: all build images docker-build docker-push bench cross test test-deps demo-deps demo-test ui ui-test chart-lint policy-test unit envtest-bins kubecli-peer kubevirt-admission guest-image manifests crds generate verify-generated lint fmt check-format vet demo fuzz property clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
+
+## images: print the image references docker-build builds and the chart
+## and config/ pull by default: $(REGISTRY)/virtstation-<component>:$(VERSION).
+## REGISTRY and VERSION are the chart's image.registry and image.tag.
+REGISTRY ?= ghcr.io/virtstation
+# VERSION defaults to the chart's appVersion, the tag it pulls by default.
+VERSION ?= $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' charts/virtstation/Chart.yaml)
+# IMAGES: the components, each built from Dockerfile.<component>.
+IMAGES := webhook bridge
+image-ref = $(REGISTRY)/virtstation-$(1):$(VERSION)
+
+images:
+	@$(foreach c,$(IMAGES),echo $(call image-ref,$(c));)
+
+## docker-build: build both images from Dockerfile.webhook and Dockerfile.bridge.
+docker-build:
+	$(foreach c,$(IMAGES),docker build -f Dockerfile.$(c) -t $(call image-ref,$(c)) .;)
+
+## docker-push: push both images.
+docker-push:
+	$(foreach c,$(IMAGES),docker push $(call image-ref,$(c));)
 
 OPA := $(BIN)/opa
 HELM := $(BIN)/helm

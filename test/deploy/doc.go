@@ -10,4 +10,11 @@
 // server-side dry-run apply every rendered object, with strict field
 // validation, against an envtest kube-apiserver that has the KubeVirt, CDI
 // and cert-manager CRDs installed.
+//
+// They also hold the install story together: the images `make images`
+// names are the ones the chart and config/ pull; the chart's kubeVersion is
+// what its rendered objects need; per-component values render where they
+// should; every command of docs/install.md, docs/upgrade.md, docs/gitops.md
+// (and README's install section) runs against a real API server; and
+// server-side applying the chart twice changes nothing (GitOps).
 package deploy

@@ -52,22 +52,22 @@ func TestValuesSchema(t *testing.T) {
 }
 
 // TestKubeVersion checks the chart refuses a cluster older than the APIs
-// it installs (the bridge's flowcontrol.apiserver.k8s.io/v1 FlowSchema is
-// served since 1.29) with a message that says so, and renders for 1.29.
+// and fields it uses (the webhook's preStop sleep action is on by default
+// from 1.30; TestKubeVersionCoversFeatures derives it) with a message that
+// says so, and renders for 1.30.
 func TestKubeVersion(t *testing.T) {
-	_, err := runHelm(t, "template", releaseName, chartDir(t), "--kube-version", "1.28.9")
-	if err == nil || !strings.Contains(err.Error(), "chart requires kubeVersion: >=1.29.0-0") {
-		t.Errorf("helm template for Kubernetes 1.28: %v, want the chart's kubeVersion named", err)
+	_, err := runHelm(t, "template", releaseName, chartDir(t), "--kube-version", "1.29.15")
+	if err == nil || !strings.Contains(err.Error(), "chart requires kubeVersion: >=1.30.0-0") {
+		t.Errorf("helm template for Kubernetes 1.29: %v, want the chart's kubeVersion named", err)
 	}
-	if _, err := runHelm(t, "template", releaseName, chartDir(t), "--kube-version", "1.29.0"); err != nil {
-		t.Errorf("helm template for Kubernetes 1.29: %v", err)
+	if _, err := runHelm(t, "template", releaseName, chartDir(t), "--kube-version", "1.30.0"); err != nil {
+		t.Errorf("helm template for Kubernetes 1.30: %v", err)
 	}
 }
 
-// TestServiceMonitor checks the optional ServiceMonitors by rendering only:
-// the monitoring.coreos.com CRDs are not installed in the test control
-// plane, so the dry-run test leaves them out. Each endpoint must name a
-// port of a Service its selector picks.
+// TestServiceMonitor checks the optional ServiceMonitors' wiring (the
+// dry-run tests apply them against prometheus-operator's CRD): each
+// endpoint must name a port of a Service its selector picks.
 func TestServiceMonitor(t *testing.T) {
 	for _, values := range [][]string{{"serviceMonitor.enabled=true"}, {"serviceMonitor.enabled=true", certManagerOff}} {
 		objs := renderChart(t, values...)

@@ -67,10 +67,39 @@ one cert-manager issues, else "" (plain HTTP).
 {{- end }}
 {{- end }}
 
-{{/* Image of one component: include with (list $ .Values.webhook.image). */}}
+{{/*
+Image of one component: include with (list $ .Values.webhook.image).
+<image.registry>/<repository>@<digest> when the component has a digest
+(which wins over any tag), else <image.registry>/<repository>:<image.tag or
+appVersion>. `make images` prints the same references.
+*/}}
 {{- define "virtstation.image" -}}
 {{- $ := index . 0 }}
-{{- printf "%s/%s:%s" $.Values.image.registry (index . 1).repository (default $.Chart.AppVersion $.Values.image.tag) }}
+{{- $img := index . 1 }}
+{{- if $img.digest }}
+{{- printf "%s/%s@%s" $.Values.image.registry $img.repository $img.digest }}
+{{- else }}
+{{- printf "%s/%s:%s" $.Values.image.registry $img.repository (default $.Chart.AppVersion $.Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pod securityContext of one component: the top-level podSecurityContext
+with the component's podSecurityContext merged over it, key by key.
+include with (list $ .Values.webhook).
+*/}}
+{{- define "virtstation.podSecurityContext" -}}
+{{- $ := index . 0 }}
+{{- toYaml (mergeOverwrite (deepCopy (default (dict) $.Values.podSecurityContext)) (deepCopy (default (dict) (index . 1).podSecurityContext))) }}
+{{- end }}
+
+{{/*
+The container securityContext of one component, merged the same way from
+containerSecurityContext. include with (list $ .Values.webhook).
+*/}}
+{{- define "virtstation.containerSecurityContext" -}}
+{{- $ := index . 0 }}
+{{- toYaml (mergeOverwrite (deepCopy (default (dict) $.Values.containerSecurityContext)) (deepCopy (default (dict) (index . 1).containerSecurityContext))) }}
 {{- end }}
 
 {{/*
@@ -145,4 +174,29 @@ client-side dry runs have no cluster: lookup is empty and it renders.
 {{- $_ = set $meta "labels" (merge (include "virtstation.labels" $ | fromYaml) (default (dict) $meta.labels)) }}
 {{- toYaml $crd }}
 {{- end }}
+{{- end }}
+
+{{/*
+One ServiceMonitor endpoint: include with (list $ <metrics.secure> <tlsConfig>).
+Port "metrics" of the component's -metrics Service, scheme https with
+tlsConfig when secure, Prometheus's token (its own ServiceAccount's file,
+or serviceMonitor.bearerTokenSecret as an authorization credential), then
+serviceMonitor.endpointAdditionalProperties merged over the result.
+*/}}
+{{- define "virtstation.serviceMonitorEndpoint" -}}
+{{- $ := index . 0 }}
+{{- $sm := $.Values.serviceMonitor }}
+{{- $e := dict "port" "metrics" "path" "/metrics" "interval" $sm.interval "scrapeTimeout" $sm.scrapeTimeout "honorLabels" $sm.honorLabels }}
+{{- if index . 1 }}
+{{- $_ := set $e "scheme" "https" }}
+{{- $_ = set $e "tlsConfig" (index . 2) }}
+{{- else }}
+{{- $_ := set $e "scheme" "http" }}
+{{- end }}
+{{- if $sm.bearerTokenSecret.name }}
+{{- $_ := set $e "authorization" (dict "type" "Bearer" "credentials" (dict "name" $sm.bearerTokenSecret.name "key" $sm.bearerTokenSecret.key)) }}
+{{- else }}
+{{- $_ := set $e "bearerTokenFile" "/var/run/secrets/kubernetes.io/serviceaccount/token" }}
+{{- end }}
+{{- toYaml (mergeOverwrite $e (deepCopy $sm.endpointAdditionalProperties)) }}
 {{- end }}
