@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # envtest-bins.sh builds the control-plane binaries the tests and the demo run
-# (kube-apiserver and etcd) from the Go module proxy, because no download site
+# (kube-apiserver and etcd, and kubectl for the install page's commands) from
+# the Go module proxy, because no download site
 # for envtest binaries is reachable here. The binaries land in a cache directory
 # keyed by version, so a machine builds them once, whatever clone asks.
 #
@@ -17,11 +18,13 @@ DEST="${CACHE_ROOT}/envtest/k8s-${KUBE_VERSION}-etcd-${ETCD_VERSION}-$(go env GO
 
 log() { echo "envtest-bins: $*" >&2; }
 
-build_kube_apiserver() {
-  local work
+# build_kube CMD ABOUT builds k8s.io/kubernetes/cmd/CMD (kube-apiserver, or
+# kubectl, which envtest's binary sets carry too and the install tests run).
+build_kube() {
+  local cmd="$1" about="$2" work
   work="$(mktemp -d)"
   trap 'rm -rf "$work"' RETURN
-  log "building kube-apiserver v${KUBE_VERSION} (once per machine: about 8 minutes on 2 cores)"
+  log "building $cmd v${KUBE_VERSION} (once per machine: $about)"
   SECONDS=0
   (
     cd "$work"
@@ -34,7 +37,7 @@ build_kube_apiserver() {
       echo "require k8s.io/kubernetes v${KUBE_VERSION}"
       grep -E '=> \./staging/' "$modfile" | awk -v v="v${STAGING_VERSION}" '{print "replace " $1 " => " $1 " " v}'
     } >>go.mod
-    printf 'package tools\n\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver"\n' >tools.go
+    printf 'package tools\n\nimport _ "k8s.io/kubernetes/cmd/%s"\n' "$cmd" >tools.go
     go mod tidy >/dev/null
     # Stamped as a release is, so the server reports v${KUBE_VERSION} (in
     # /version, which Helm checks a chart's kubeVersion against) instead of
@@ -43,10 +46,10 @@ build_kube_apiserver() {
     local minor="${KUBE_VERSION#*.}"
     minor="${minor%%.*}"
     CGO_ENABLED=0 go build -trimpath -ldflags "-X ${v}.gitVersion=v${KUBE_VERSION} -X ${v}.gitMajor=1 -X ${v}.gitMinor=${minor} -X ${v}.gitTreeState=clean" \
-      -o "$DEST/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+      -o "$DEST/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd"
   )
-  mv "$DEST/kube-apiserver.tmp" "$DEST/kube-apiserver"
-  log "built kube-apiserver in $((SECONDS / 60)) min $((SECONDS % 60)) s"
+  mv "$DEST/$cmd.tmp" "$DEST/$cmd"
+  log "built $cmd in $((SECONDS / 60)) min $((SECONDS % 60)) s"
 }
 
 build_etcd() {
@@ -71,5 +74,6 @@ mkdir -p "$DEST"
 [ -x "$DEST/etcd" ] || build_etcd
 # A binary from before the version stamp reports v0.0.0-master: rebuild it.
 stamped() { "$DEST/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes v${KUBE_VERSION}"; }
-[ -x "$DEST/kube-apiserver" ] && stamped || build_kube_apiserver
+[ -x "$DEST/kube-apiserver" ] && stamped || build_kube kube-apiserver "about 8 minutes on 2 cores"
+[ -x "$DEST/kubectl" ] || build_kube kubectl "about 3 minutes on 2 cores"
 echo "$DEST"

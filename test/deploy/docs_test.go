@@ -49,7 +49,7 @@ type docCommand struct {
 // TestDocsCommands runs every command of the install, upgrade and GitOps
 // pages (and of README's install section, when it has one) against a real
 // kube-apiserver with the cert-manager, KubeVirt and CDI CRDs: `helm` is
-// bin/helm, `kubectl` the kubectl on PATH, through a kubeconfig for that
+// bin/helm, `kubectl` the one in $KUBEBUILDER_ASSETS, through a kubeconfig for that
 // API server. The commands install for real; nothing runs the images
 // (envtest has no kubelet), so what is checked is what the API server and
 // Helm accept. Two adaptations, because envtest has no controllers: deleted
@@ -59,9 +59,11 @@ type docCommand struct {
 // command is not run either (no engine here); its image names are checked
 // by TestImageNamesAgree.
 func TestDocsCommands(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl is not installed; the docs' kubectl commands cannot be run as written")
+	// kubectl v1.37 as envtest's binary sets carry it, built by
+	// hack/envtest-bins.sh next to the API server.
+	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		t.Fatalf("no kubectl in KUBEBUILDER_ASSETS (make envtest-bins builds it): %v", err)
 	}
 	p := installPlane(t)
 	sh := newDocShell(t, kubectl, writeKubeconfig(t, p.Config))
