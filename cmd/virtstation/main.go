@@ -77,7 +77,7 @@ func main() {
 
 // run runs the command line args and returns the exit code.
 func run(ctx context.Context, args []string, s streams) int {
-	root := newRootCommand(s)
+	root := newRootCommand(s) //nolint:contextcheck // the commands take ctx from cobra (ExecuteContextC below)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	var exit *exitError

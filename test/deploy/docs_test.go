@@ -183,7 +183,7 @@ func docCommands(path, section string) ([]docCommand, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var (
 		cmds                  []docCommand
 		fence, inBlock, found bool
