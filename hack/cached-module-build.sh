@@ -29,6 +29,7 @@ BIN="$DEST/$NAME"
 if [ ! -x "$BIN" ]; then
   echo "$NAME: building against $MODULE ${VERSION} (once per machine: ${ABOUT:-a few minutes})" >&2
   mkdir -p "$DEST"
+  SECONDS=0
   # GOWORK=off: the module builds on its own go.mod, whatever workspace is around.
   (cd "$SRC" && GOWORK=off CGO_ENABLED=0 go build -trimpath -o "$BIN.tmp.$$" .)
   mv "$BIN.tmp.$$" "$BIN"

@@ -75,5 +75,5 @@ mkdir -p "$DEST"
 # A binary from before the version stamp reports v0.0.0-master: rebuild it.
 stamped() { "$DEST/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes v${KUBE_VERSION}"; }
 [ -x "$DEST/kube-apiserver" ] && stamped || build_kube kube-apiserver "about 8 minutes on 2 cores"
-[ -x "$DEST/kubectl" ] || build_kube kubectl "about 3 minutes on 2 cores"
+[ -x "$DEST/kubectl" ] || build_kube kubectl "about 1 minute after kube-apiserver"
 echo "$DEST"

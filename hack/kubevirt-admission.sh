@@ -9,4 +9,4 @@
 # Usage: hack/kubevirt-admission.sh   builds if needed, prints the binary's path
 # Env:   VIRTSTATION_CACHE            cache root (default: $XDG_CACHE_HOME or ~/.cache, /virtstation)
 set -euo pipefail
-ABOUT="about 6 minutes on 2 cores" exec "$(dirname "$0")/cached-module-build.sh" test/kvadmission kvadmission kubevirt.io/kubevirt
+ABOUT="3 to 6 minutes on 2 cores" exec "$(dirname "$0")/cached-module-build.sh" test/kvadmission kvadmission kubevirt.io/kubevirt

@@ -97,6 +97,11 @@ func NewDialer(cfg *rest.Config) (*Dialer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("API server client: %w", err)
 	}
+	// client-go's round trippers add the credentials to every hop, so a
+	// redirect would carry the ServiceAccount's token wherever the answer
+	// points. KubeVirt's subresources never redirect: the answer is the
+	// error.
+	httpClient.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &Dialer{host: host, transport: tc, tlsConfig: tlsConfig, proxy: proxy, http: httpClient}, nil
 }
 

@@ -195,3 +195,34 @@ func TestExecCredentialPluginsAuthenticateEveryRequest(t *testing.T) {
 		t.Fatalf("requests = %q, want %q", seen, want)
 	}
 }
+
+// TestRedirectsAreNotFollowed: a redirect from behind the API server (a
+// compromised aggregated API, say) does not take the bridge's token to the
+// host it names.
+func TestRedirectsAreNotFollowed(t *testing.T) {
+	var leaked []string
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		leaked = append(leaked, r.Header.Get("Authorization"))
+	}))
+	defer elsewhere.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+"/steal", http.StatusFound)
+	}))
+	defer srv.Close()
+	d, err := NewDialer(&rest.Config{Host: srv.URL, BearerToken: "secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := d.Get(context.Background(), "/shot", nil, 100); err == nil {
+		t.Error("Get followed or accepted a redirect")
+	}
+	if err := d.Restart(context.Background(), "ns", "vm"); err == nil {
+		t.Error("Restart followed or accepted a redirect")
+	}
+	if _, err := d.Dial(context.Background(), "ns", "vm", Console, DialOptions{}); err == nil {
+		t.Error("Dial followed or accepted a redirect")
+	}
+	if len(leaked) != 0 {
+		t.Fatalf("the redirect's target got %q", leaked)
+	}
+}

@@ -69,13 +69,22 @@ func (r *inputReader) expand(path string) ([]string, error) {
 		return []string{path}, nil
 	}
 	var files []string
-	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+	// The root is walked through its separator, so that a symlink to a
+	// directory given on the command line is followed as kubectl does.
+	root := strings.TrimSuffix(path, string(filepath.Separator)) + string(filepath.Separator)
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		switch {
 		case err != nil:
 			return err
-		case d.IsDir() && p != path && !r.recursive:
+		case d.IsDir() && p != root && !r.recursive:
 			return filepath.SkipDir
-		case !d.IsDir() && slices.Contains(fileExtensions, strings.TrimPrefix(filepath.Ext(p), ".")):
+		case d.IsDir() || !slices.Contains(fileExtensions, strings.TrimPrefix(filepath.Ext(p), ".")):
+		case !d.Type().IsRegular():
+			// A link (or device, or pipe) inside the directory may lead out
+			// of it, to a kubeconfig that render would print: named files
+			// only.
+			r.warnings = append(r.warnings, fmt.Sprintf("%s: skipped: not a regular file (name it with -f to read it)", p))
+		default:
 			files = append(files, p)
 		}
 		return nil
@@ -114,13 +123,31 @@ func (r *inputReader) readFile(path string) ([]render.Object, error) {
 // load reads the file, or stdin for -, and returns the name to report it by.
 func (r *inputReader) load(path string) (string, []byte, error) {
 	if path != "-" {
-		b, err := os.ReadFile(path)
+		f, err := os.Open(path)
+		if err != nil {
+			return path, nil, err
+		}
+		defer func() { _ = f.Close() }()
+		b, err := readLimited(f)
 		return path, b, err
 	}
 	if r.stdinRead {
 		return stdinName, nil, errors.New("- (stdin) given more than once: stdin can be read once")
 	}
 	r.stdinRead = true
-	b, err := io.ReadAll(r.stdin)
+	b, err := readLimited(r.stdin)
 	return stdinName, b, err
+}
+
+// maxInputBytes bounds one input file (or stdin): it is read whole, for the
+// duplicate-key check, before render's per-document limit applies.
+const maxInputBytes = 64 << 20
+
+// readLimited reads all of in, or fails past maxInputBytes.
+func readLimited(in io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(in, maxInputBytes+1))
+	if err == nil && len(b) > maxInputBytes {
+		return nil, fmt.Errorf("larger than %d MiB: split it into several files", maxInputBytes>>20)
+	}
+	return b, err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,6 +22,14 @@ func TestFilename(t *testing.T) {
 		"vms/empty/README":  "no manifests here",
 		"one.manifest":      testVM("e"),
 	})
+	// A link to a directory, named on the command line, is followed; a link
+	// inside a directory (it may lead anywhere, a kubeconfig say) is not.
+	if err := os.Symlink("vms", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "one.manifest"), filepath.Join(dir, "vms", "linked.yaml")); err != nil {
+		t.Fatal(err)
+	}
 	cases := map[string]struct {
 		args      []string
 		stdin     string
@@ -38,6 +47,8 @@ func TestFilename(t *testing.T) {
 		"a directory without any":     {args: []string{"-f", "vms/empty"}, wantCode: exitBadInput, wantErr: "render: vms/empty: no .json, .yaml or .yml files in the directory (add -R to descend into its directories)"},
 		"a missing file":              {args: []string{"-f", "vms/nope.yaml"}, wantCode: exitBadInput, wantErr: "render: vms/nope.yaml: open vms/nope.yaml: no such file or directory"},
 		"--objects takes a directory": {args: []string{"-f", "one.manifest", "--objects", "vms", "-R"}, wantNames: []string{"e"}},
+		"a link to a directory":       {args: []string{"-f", "link"}, wantNames: []string{"a", "b", "c"}},
+		"a link inside is skipped":    {args: []string{"-f", "vms"}, wantNames: []string{"a", "b", "c"}, wantErr: "Warning: vms/linked.yaml: skipped: not a regular file (name it with -f to read it)"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -112,6 +123,12 @@ spec: {template: {spec: {domain: {devices: {}}}}}
 	}
 	if !strings.Contains(stdout, "virtstation.io/mac: \"off\"") {
 		t.Fatalf("the last value of the duplicate key is not the one rendered:\n%s", stdout)
+	}
+	// An object without a namespace is named in the one -n gives.
+	noNamespace := "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {name: bare, annotations: {virtstation.io/vidoe: vga}}\nspec: {}\n"
+	_, _, stderr = runCLI(t, noNamespace, "render", "--no-policies", "-n", "team-b", "-f", "-")
+	if !strings.Contains(stderr, "VirtualMachine team-b/bare: unknown annotation \"virtstation.io/vidoe\"") {
+		t.Fatalf("the warning does not name the VM in -n's namespace:\n%s", stderr)
 	}
 	if code, _, stderr := runCLI(t, "", "render", "--no-policies", "-f", filepath.Join(dir, "clean.yaml")); code != exitOK || stderr != "" {
 		t.Fatalf("a clean manifest: exit %d, stderr %q", code, stderr)

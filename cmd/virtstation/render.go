@@ -221,7 +221,7 @@ func renderManifests(ctx context.Context, a renderArgs, stdin io.Reader) ([]rend
 // input.
 func renderOptions(ctx context.Context, a renderArgs, stdin io.Reader) (render.Options, []string, error) {
 	opts := render.Options{Namespace: a.namespace, GenerateNameSuffix: a.suffix, DefaultArchitecture: a.arch}
-	r := &inputReader{stdin: stdin, recursive: a.recursive}
+	r := &inputReader{stdin: stdin, recursive: a.recursive, namespace: a.namespace}
 	var err error
 	if opts.Manifests, err = r.read(a.files); err != nil {
 		return opts, r.warnings, err
