@@ -64,6 +64,9 @@ func TestComponentValues(t *testing.T) {
 					if s := d.Spec.Template.Spec; s.HostNetwork || s.DNSPolicy != "" {
 						t.Errorf("%s: hostNetwork %v, dnsPolicy %q by default", d.Name, s.HostNetwork, s.DNSPolicy)
 					}
+					if d.Spec.Strategy.RollingUpdate != nil {
+						t.Errorf("%s: strategy %+v by default, want the Deployment default", d.Name, d.Spec.Strategy)
+					}
 				}
 			},
 		},
@@ -125,6 +128,12 @@ func checkHostNetwork(t *testing.T, webhook, bridge *appsv1.Deployment, objs []*
 	if bridge.Spec.Template.Spec.HostNetwork {
 		t.Error("the bridge is on the host network too")
 	}
+	// Host ports: a surge pod finds no node, so the rollout must not surge.
+	if st := webhook.Spec.Strategy; st.Type != appsv1.RollingUpdateDeploymentStrategyType || st.RollingUpdate == nil ||
+		st.RollingUpdate.MaxSurge == nil || st.RollingUpdate.MaxSurge.IntValue() != 0 ||
+		st.RollingUpdate.MaxUnavailable == nil || st.RollingUpdate.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("webhook strategy %+v, want RollingUpdate with maxSurge 0, maxUnavailable 1", st)
+	}
 	c := pod.Containers[0]
 	for _, a := range []string{"--webhook-port=10260", "--health-probe-bind-address=:10261", "--metrics-bind-address=:10262"} {
 		if !slices.Contains(c.Args, a) {
@@ -182,6 +191,7 @@ func TestServiceMonitorValues(t *testing.T) {
 		ns       string
 		want     map[string]any // endpoint fields, both ServiceMonitors
 		bridgeCA bool
+		userTLS  bool // the user's tlsConfig replaces the chart's whole
 	}{
 		"defaults": {
 			values: []string{"serviceMonitor.enabled=true"}, ns: releaseNamespace, bridgeCA: true,
@@ -198,6 +208,19 @@ func TestServiceMonitorValues(t *testing.T) {
 			want: map[string]any{"scheme": "https", "interval": "1m", "scrapeTimeout": "20s", "honorLabels": true,
 				"authorization":     map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "prometheus-token", "key": "token"}},
 				"metricRelabelings": []any{map[string]any{"action": "drop", "regex": "go_.*"}}},
+		},
+		"a tlsConfig of the user's": {
+			values: []string{"serviceMonitor.enabled=true",
+				"serviceMonitor.endpointAdditionalProperties.tlsConfig.serverName=metrics.example.com",
+				"serviceMonitor.endpointAdditionalProperties.tlsConfig.ca.secret.name=metrics-ca",
+				"serviceMonitor.endpointAdditionalProperties.tlsConfig.ca.secret.key=ca.crt",
+				"serviceMonitor.endpointAdditionalProperties.honorTimestamps=false"},
+			ns: releaseNamespace, userTLS: true,
+			want: map[string]any{"scheme": "https", "honorTimestamps": false,
+				"bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+				// Replaced, not merged: no insecureSkipVerify, no chart CA.
+				"tlsConfig": map[string]any{"serverName": "metrics.example.com",
+					"ca": map[string]any{"secret": map[string]any{"name": "metrics-ca", "key": "ca.crt"}}}},
 		},
 	}
 	for name, tc := range cases {
@@ -220,6 +243,9 @@ func TestServiceMonitorValues(t *testing.T) {
 				}
 				if _, both := e["authorization"]; both && e["bearerTokenFile"] != nil {
 					t.Errorf("%s: both a bearerTokenFile and an authorization credential", key(sm))
+				}
+				if tc.userTLS {
+					continue
 				}
 				_, hasCA, _ := unstructured.NestedMap(e, "tlsConfig", "ca")
 				wantCA := tc.bridgeCA && strings.HasSuffix(sm.GetName(), "-bridge")

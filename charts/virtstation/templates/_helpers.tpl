@@ -198,5 +198,13 @@ serviceMonitor.endpointAdditionalProperties merged over the result.
 {{- else }}
 {{- $_ := set $e "bearerTokenFile" "/var/run/secrets/kubernetes.io/serviceaccount/token" }}
 {{- end }}
-{{- toYaml (mergeOverwrite $e (deepCopy $sm.endpointAdditionalProperties)) }}
+{{- /* A tlsConfig of the user's replaces the chart's whole: merged, it
+     would keep insecureSkipVerify: true beside the user's CA. The other
+     keys merge over the chart's endpoint. */}}
+{{- $add := deepCopy ($sm.endpointAdditionalProperties | default dict) }}
+{{- if hasKey $add "tlsConfig" }}
+{{- $_ := set $e "tlsConfig" (get $add "tlsConfig") }}
+{{- $_ = unset $add "tlsConfig" }}
+{{- end }}
+{{- toYaml (mergeOverwrite $e $add) }}
 {{- end }}
