@@ -22,6 +22,8 @@ const (
 	RuleSSHKeys = "ssh-keys"
 	// RuleCloudInit: merging the user's cloud-init user-data.
 	RuleCloudInit = "cloud-init"
+	// RuleLifecycle: the idle-stop annotations (lifecycle.go).
+	RuleLifecycle = "lifecycle"
 	// RuleLimits: the size limits (limits.go).
 	RuleLimits = "limits"
 	// RuleSecrets: the per-VM Secrets the mutating webhook writes.
@@ -62,6 +64,7 @@ var GoRules = []GoRule{
 	{ID: RuleDataDisks, Why: mutatingWhy},
 	{ID: RuleDiskClaim, Modes: true},
 	{ID: RuleGPUs, Why: mutatingWhy},
+	{ID: RuleLifecycle, Why: mutatingWhy},
 	{ID: RuleLimits, Why: mutatingWhy},
 	{ID: RuleMAC, Why: mutatingWhy},
 	{ID: RuleUnnamed, Modes: true},
