@@ -97,6 +97,9 @@ const (
 	// a user took from the browser's notice; AnnotationKeepRunningBy names
 	// that user.
 	AnnotationKeepRunningBy = "virtstation.io/keep-running-by"
+	// AnnotationKeepRunningAt, RFC 3339, is when that lease was taken: the
+	// controller caps it at max-keep-running from then.
+	AnnotationKeepRunningAt = "virtstation.io/keep-running-at"
 )
 
 // ActivityInterval is how often, at most, the activity record of one VM is

@@ -224,7 +224,7 @@ func render(ctx context.Context, opts Options) ([]Verdict, *diskWorld, error) {
 			continue
 		}
 		v.Managed = true
-		in := mutate.Input{Operation: admissionv1.Create, Namespace: vm.Namespace, Name: vm.Name, Object: withNamespace(obj, vm.Namespace), VM: vm}
+		in := mutate.Input{Operation: admissionv1.Create, Namespace: vm.Namespace, Name: vm.Name, Object: withNamespace(obj, vm.Namespace), VM: vm, Now: time.Now()}
 		if generated != "" {
 			in.RequestUID = opts.GenerateNameSuffix
 		}

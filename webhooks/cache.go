@@ -1,7 +1,9 @@
 package webhooks
 
 import (
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -13,7 +15,9 @@ import (
 // CacheOptions restricts what the manager caches to what the webhooks
 // read: only DataVolumes and PVCs labelled as data disks, only Secrets
 // labelled as SSH key sources (other Secrets are read through the API server
-// when needed), and only the ConfigMaps of the install namespace. Managed
+// when needed), only the ConfigMaps of the install namespace and the
+// lifecycle defaults (virtstation-lifecycle) of the others, and only the
+// activity Leases of the install namespace. Managed
 // fields are dropped from every cached object.
 func CacheOptions(namespace string) cache.Options {
 	dataDisk := labels.SelectorFromSet(labels.Set{api.LabelDataDisk: api.LabelTrue})
@@ -23,7 +27,16 @@ func CacheOptions(namespace string) cache.Options {
 			&cdiv1beta1.DataVolume{}:        {Label: dataDisk},
 			&corev1.PersistentVolumeClaim{}: {Label: dataDisk},
 			&corev1.Secret{}:                {Label: labels.SelectorFromSet(labels.Set{api.LabelSSHPublicKey: api.LabelTrue})},
-			&corev1.ConfigMap{}:             {Namespaces: map[string]cache.Config{namespace: {}}},
+			&corev1.ConfigMap{}: {Namespaces: map[string]cache.Config{
+				namespace: {},
+				// Elsewhere, only the lifecycle defaults.
+				cache.AllNamespaces: {FieldSelector: fields.OneTermEqualSelector("metadata.name", api.LifecycleConfigMap)},
+			}},
+			// The VMs' activity records (package lifecycle).
+			&coordinationv1.Lease{}: {
+				Namespaces: map[string]cache.Config{namespace: {}},
+				Label:      labels.SelectorFromSet(labels.Set{api.LabelRole: api.RoleActivity}),
+			},
 		},
 	}
 }

@@ -7,12 +7,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,6 +27,7 @@ import (
 
 	"github.com/virtstation/virtstation/claims"
 	"github.com/virtstation/virtstation/disks"
+	"github.com/virtstation/virtstation/lifecycle"
 	"github.com/virtstation/virtstation/policyreport"
 	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/userdata"
@@ -174,6 +179,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := sshKeys.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up ssh key sync: %w", err)
 	}
+	if err := setupLifecycle(ctx, mgr, opts); err != nil {
+		return err
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
@@ -237,4 +245,36 @@ func served(mgr ctrl.Manager, gvk schema.GroupVersionKind) (bool, error) {
 		return false, fmt.Errorf("look up %s: %w", gvk.Kind, err)
 	}
 	return true, nil
+}
+
+// setupLifecycle registers the idle-stop controller (package lifecycle),
+// which stops VMs as the controller's own user, named in its records.
+func setupLifecycle(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	kv, err := lifecycle.NewSubresources(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	c := &lifecycle.Controller{
+		Client: mgr.GetClient(), Reader: mgr.GetCache(), APIReader: mgr.GetAPIReader(), KubeVirt: kv,
+		Recorder: mgr.GetEventRecorder("virtstation-lifecycle"), Namespace: opts.Namespace,
+		Identity: whoAmI(ctx, mgr.GetConfig()),
+	}
+	if err := c.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up lifecycle controller: %w", err)
+	}
+	return nil
+}
+
+// whoAmI is the user cfg authenticates as, from a SelfSubjectReview; the
+// controller's name when the API server cannot say.
+func whoAmI(ctx context.Context, cfg *rest.Config) string {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "virtstation-" + lifecycle.ControllerName
+	}
+	r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil || r.Status.UserInfo.Username == "" {
+		return "virtstation-" + lifecycle.ControllerName
+	}
+	return r.Status.UserInfo.Username
 }

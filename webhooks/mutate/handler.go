@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -100,7 +101,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 
 // decodeInput reads the request's object (and old object on UPDATE).
 func decodeInput(req admission.Request) (Input, error) {
-	in := Input{Operation: req.Operation, Namespace: req.Namespace, Name: req.Name, RequestUID: string(req.UID)}
+	in := Input{Operation: req.Operation, Namespace: req.Namespace, Name: req.Name, RequestUID: string(req.UID), Now: time.Now()}
 	var err error
 	if in.Object, in.VM, err = DecodeVM(req.Object.Raw); err != nil {
 		return Input{}, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -33,6 +34,9 @@ type Input struct {
 	VM *kubevirtv1.VirtualMachine
 	// OldVM is the stored object on UPDATE, nil otherwise.
 	OldVM *kubevirtv1.VirtualMachine
+	// Now is the admission's time, for the checks that bound a time the
+	// VM names (a keep-running lease); zero skips them.
+	Now time.Time
 }
 
 // Result is the outcome of a mutation.
@@ -82,6 +86,7 @@ var steps = []step{
 	addGPUs,
 	setSSHKeys,
 	setVideo,
+	checkLifecycle,
 	mergeCloudInit, // mounts the disks and carries the keys set above
 	checkListLimits,
 	checkSecretNames,

@@ -1,0 +1,76 @@
+package lifecycle
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+)
+
+// ClaimPhase reports the phase of the PVC of that name in the VM's
+// namespace; found false when there is none.
+type ClaimPhase func(name string) (phase corev1.PersistentVolumeClaimPhase, found bool)
+
+// DataLoss says why stopping a VM with this spec would lose data, or "":
+//
+//   - a writable containerDisk, emptyDisk or ephemeral volume: its writes
+//     live in the virt-launcher pod and go with it;
+//   - a persistentVolumeClaim or dataVolume whose PVC is not Bound: what
+//     the VM wrote may not be on a volume that outlives the pod.
+//
+// A disk attached as a cdrom or readOnly loses nothing. Volumes KubeVirt
+// regenerates at every start (cloud-init, ConfigMaps, Secrets, service
+// accounts, downward API) hold no user data.
+func DataLoss(spec *kubevirtv1.VirtualMachineInstanceSpec, claim ClaimPhase) string {
+	if spec == nil {
+		return ""
+	}
+	readOnly := readOnlyDisks(spec.Domain.Devices.Disks)
+	var why []string
+	for _, v := range spec.Volumes {
+		switch {
+		case v.ContainerDisk != nil && !readOnly[v.Name]:
+			why = append(why, fmt.Sprintf("volume %q is a writable containerDisk", v.Name))
+		case v.EmptyDisk != nil && !readOnly[v.Name]:
+			why = append(why, fmt.Sprintf("volume %q is an emptyDisk", v.Name))
+		case v.Ephemeral != nil && !readOnly[v.Name]:
+			why = append(why, fmt.Sprintf("volume %q is ephemeral", v.Name))
+		case v.PersistentVolumeClaim != nil:
+			why = appendUnbound(why, v.Name, v.PersistentVolumeClaim.ClaimName, claim)
+		case v.DataVolume != nil:
+			why = appendUnbound(why, v.Name, v.DataVolume.Name, claim)
+		}
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return strings.Join(why, "; ")
+}
+
+func appendUnbound(why []string, volume, claimName string, claim ClaimPhase) []string {
+	phase, found := claim(claimName)
+	switch {
+	case !found:
+		return append(why, fmt.Sprintf("volume %q: PVC %q not found", volume, claimName))
+	case phase != corev1.ClaimBound:
+		return append(why, fmt.Sprintf("volume %q: PVC %q is %s, not Bound", volume, claimName, phase))
+	}
+	return why
+}
+
+// readOnlyDisks names the disks attached as a cdrom or read-only.
+func readOnlyDisks(disks []kubevirtv1.Disk) map[string]bool {
+	ro := map[string]bool{}
+	for _, d := range disks {
+		switch {
+		case d.CDRom != nil:
+			ro[d.Name] = true
+		case d.Disk != nil && d.Disk.ReadOnly:
+			ro[d.Name] = true
+		case d.LUN != nil && d.LUN.ReadOnly:
+			ro[d.Name] = true
+		}
+	}
+	return ro
+}
