@@ -122,9 +122,9 @@ func TestSweep(t *testing.T) {
 		t.Errorf("first sweep deleted %+v, want %+v: the released Lease, the activity Lease and the pin of the deleted VM", res, want)
 	}
 	wantLeases(t, kube, "vs-activity-", 1) // the live VM's
-	wantLeases(t, kube, "vs-vnc-", 1)     // the live VM's
-	wantLeases(t, kube, "vs-console-", 1) // held, so kept
-	wantLeases(t, kube, "vs-replica-", 1) // fresh
+	wantLeases(t, kube, "vs-vnc-", 1)      // the live VM's
+	wantLeases(t, kube, "vs-console-", 1)  // held, so kept
+	wantLeases(t, kube, "vs-replica-", 1)  // fresh
 	if _, ok, err := pins.Get(ctx, sshbridge.VMRef{Namespace: "team", Name: "alive", UID: alive.UID}); err != nil || !ok {
 		t.Errorf("the live VM's pin: found %v, %v", ok, err)
 	}
