@@ -7,6 +7,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// step is one call of TestThrottle: input (admit), seen, wrote or expire
+// at t0+at.
+type step struct {
+	op   string
+	vm   types.NamespacedName
+	at   time.Duration
+	mark time.Duration // seen: the admission it answers
+	seen time.Duration // seen: the Lease's renewTime
+	want admission     // admit only
+}
+
 // TestThrottle drives the throttle through input sequences on a fake
 // clock: one write per VM per interval, however much input, and another
 // replica's write postpones this one's.
@@ -15,15 +26,6 @@ func TestThrottle(t *testing.T) {
 	const interval = time.Minute
 	a := types.NamespacedName{Namespace: "team", Name: "a"}
 	b := types.NamespacedName{Namespace: "team", Name: "b"}
-	// step is one call: input (admit), seen, wrote or expire at t0+at.
-	type step struct {
-		op   string
-		vm   types.NamespacedName
-		at   time.Duration
-		mark time.Duration // seen: the admission it answers; wrote: unused
-		seen time.Duration // seen: the Lease's renewTime
-		want admission     // admit only
-	}
 	for name, tc := range map[string]struct {
 		max   int
 		steps []step
