@@ -15,6 +15,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/virtstation/virtstation/bridge/activity"
 	"github.com/virtstation/virtstation/bridge/janitor"
 	"github.com/virtstation/virtstation/bridge/session"
 	"github.com/virtstation/virtstation/bridge/sshbridge"
@@ -86,6 +87,10 @@ func NewFromConfig(ctx context.Context, cfg *rest.Config, c Config) (*Server, er
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
+	recorder, err := newRecorder(ctx, bg, &c)
+	if err != nil {
+		return nil, err
+	}
 	cfg.QPS, cfg.Burst = apiLimits(c.APIQPS, c.APIBurst)
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -121,7 +126,33 @@ func NewFromConfig(ctx context.Context, cfg *rest.Config, c Config) (*Server, er
 		HostKeys:   sshbridge.NewConfigMapStore(kube, c.Namespace),
 		Log:        c.Log,
 		Registerer: c.Registerer,
+		Activity:   recorder,
 	})
+}
+
+// newRecorder starts the activity Recorder (ended with ctx), which
+// writes the VMs' activity Leases in c.Namespace with a client of its
+// own: its workers bound it to a few requests in flight, and it never
+// waits behind the heartbeat's or the sessions' rate limits, nor they
+// behind it. c.Registerer, when nil, becomes a private registry that New
+// shares.
+func newRecorder(ctx context.Context, cfg *rest.Config, c *Config) (*activity.Recorder, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = apiLimits(0, 0)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	rec := activity.New(kube.CoordinationV1(), c.Namespace, activity.Options{
+		Interval: c.Options.ActivityInterval,
+		Count:    activityWrites(c.Registerer),
+		Log:      c.Log.WithName("activity"),
+	})
+	go rec.Run(ctx)
+	return rec, nil
 }
 
 // apiLimits are the rest.Config QPS and Burst for the limits asked for: a

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/virtstation/virtstation/bridge/activity"
 	"github.com/virtstation/virtstation/bridge/relay"
 	"github.com/virtstation/virtstation/bridge/vnc"
 )
@@ -115,3 +116,19 @@ func (m *metrics) meter(mode string) meter {
 
 func (m meter) ClientToUpstream(n int) { m.toVM.Add(float64(n)) }
 func (m meter) UpstreamToClient(n int) { m.toClient.Add(float64(n)) }
+
+// activityWrites counts the writes of the VMs' activity Leases into reg,
+// by result (activity.Result), and returns the Recorder's Count.
+func activityWrites(reg prometheus.Registerer) func(activity.Result) {
+	writes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "virtstation_bridge_activity_writes_total",
+		Help: "Writes of VMs' activity Leases on user input and keep-running requests, by result: " +
+			"written, skipped-recent (another replica wrote it within the interval), conflict (another replica won the race), " +
+			"dropped (the write queue was full), error.",
+	}, []string{"result"})
+	for _, r := range []activity.Result{activity.Written, activity.SkippedRecent, activity.Conflict, activity.Dropped, activity.Error} {
+		writes.WithLabelValues(string(r))
+	}
+	reg.MustRegister(writes)
+	return func(r activity.Result) { writes.WithLabelValues(string(r)).Inc() }
+}

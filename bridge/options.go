@@ -55,6 +55,9 @@ type Options struct {
 	// VNCLogInterval is how often each VNC session logs its throughput;
 	// zero never.
 	VNCLogInterval time.Duration
+	// ActivityInterval is how often, at most, a VM's activity Lease is
+	// written (NewFromConfig's Recorder); zero takes api.ActivityInterval.
+	ActivityInterval time.Duration
 }
 
 func (o Options) withDefaults() Options {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/virtstation/virtstation/bridge/activity"
 	"github.com/virtstation/virtstation/bridge/auth"
 	"github.com/virtstation/virtstation/bridge/relay"
 	"github.com/virtstation/virtstation/bridge/session"
@@ -38,6 +39,10 @@ type Deps struct {
 	Registerer prometheus.Registerer
 	// Ready reports readiness for /readyz; nil is always ready.
 	Ready func() error
+	// Activity records user input and keep-running leases in the VMs'
+	// activity Leases (package activity); nil records nothing, and
+	// keep-running requests are refused.
+	Activity *activity.Recorder
 }
 
 // Server is the bridge's HTTP handler. It is safe for concurrent use.
@@ -165,6 +170,7 @@ func (s *Server) routes() *http.ServeMux {
 		{"GET " + vm + "/sessions", s.listSessions},
 		{"POST " + vm + "/sessions/{mode}/takeover", s.takeOver},
 		{"POST " + vm + "/restart", s.restart},
+		{"POST " + vm + "/keep-running", s.keepRunning},
 		// KubeVirt's own paths, with KubeVirt's meaning, so that virtctl and
 		// KubeVirt UIs can point at the bridge unchanged (kubevirt.go).
 		{"GET /apis/" + subresourcesGroup, s.discoverGroup},

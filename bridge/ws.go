@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/gorilla/websocket"
 
+	"github.com/virtstation/virtstation/bridge/activity"
 	"github.com/virtstation/virtstation/bridge/auth"
 	"github.com/virtstation/virtstation/bridge/relay"
 	"github.com/virtstation/virtstation/bridge/session"
@@ -154,6 +155,10 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, m mode, byVM bool)
 		LostEnding:   func() relay.Ending { return lostEnding(sess.LostReason()) },
 		Meter:        meter,
 		UpstreamName: m.upstreamName,
+		// User input is the VM's activity: keys, pointer and clipboard on
+		// VNC (the interceptor's call), typed bytes on the console and in
+		// SSH, never a resize.
+		Input: s.deps.Activity.For(ns, name, activity.Source(m.name)),
 	}
 	return l
 }

@@ -15,6 +15,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/virtstation/virtstation/bridge/activity"
 	"github.com/virtstation/virtstation/bridge/session"
 	"github.com/virtstation/virtstation/bridge/sshbridge"
 )
@@ -46,6 +47,8 @@ type Janitor struct {
 // Result counts what one sweep deleted.
 type Result struct {
 	Leases, Heartbeats, Pins int
+	// Activity counts the activity Leases of deleted VMs.
+	Activity int
 }
 
 // Start sweeps every Every, the first time after a random part of it (so
@@ -65,7 +68,7 @@ func (j *Janitor) Start(ctx context.Context) {
 			j.Log.Error(err, "sweep the bridge's namespace")
 		}
 		if res != (Result{}) {
-			j.Log.Info("swept the bridge's namespace", "sessionLeases", res.Leases, "heartbeats", res.Heartbeats, "hostKeyPins", res.Pins)
+			j.Log.Info("swept the bridge's namespace", "sessionLeases", res.Leases, "heartbeats", res.Heartbeats, "hostKeyPins", res.Pins, "activityLeases", res.Activity)
 		}
 		t.Reset(every)
 	}
@@ -85,6 +88,17 @@ func (j *Janitor) Sweep(ctx context.Context) (Result, error) {
 	now := j.now()
 	for i := range leases.Items {
 		l := &leases.Items[i]
+		if vm, ok := activity.LeaseVM(l); ok {
+			// A VM's activity record matters while the VM exists.
+			if g, err := gone.check(ctx, vm.Namespace, vm.Name); err != nil || !g {
+				errs = append(errs, err)
+			} else if deleted, err := j.deleteLease(ctx, l.Name, l.UID, l.ResourceVersion); deleted {
+				res.Activity++
+			} else {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		switch session.Classify(l, now, j.grace()) {
 		case session.Keep:
 			continue

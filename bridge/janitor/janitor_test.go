@@ -18,6 +18,7 @@ import (
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/virtstation/virtstation/bridge"
+	"github.com/virtstation/virtstation/bridge/activity"
 	"github.com/virtstation/virtstation/bridge/janitor"
 	"github.com/virtstation/virtstation/bridge/session"
 	"github.com/virtstation/virtstation/bridge/sshbridge"
@@ -99,6 +100,14 @@ func TestSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Activity Leases, written by a real Recorder, of the live VM and of
+	// the deleted one.
+	rec := activity.New(kube.CoordinationV1(), "vs", activity.Options{})
+	for _, vm := range []string{"alive", "gone"} {
+		if _, err := rec.KeepRunning(ctx, "team", vm, "alice", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
 	unrelated := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "vs", Name: "someone-elses"}}
 	if _, err := kube.CoreV1().ConfigMaps("vs").Create(ctx, unrelated, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -109,12 +118,13 @@ func TestSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (janitor.Result{Leases: 1, Pins: 1}); res != want {
-		t.Errorf("first sweep deleted %+v, want %+v: the released Lease and the pin of the deleted VM", res, want)
+	if want := (janitor.Result{Leases: 1, Pins: 1, Activity: 1}); res != want {
+		t.Errorf("first sweep deleted %+v, want %+v: the released Lease, the activity Lease and the pin of the deleted VM", res, want)
 	}
-	wantLeases(t, kube, "vs-vnc-", 1)     // the live VM's
-	wantLeases(t, kube, "vs-console-", 1) // held, so kept
-	wantLeases(t, kube, "vs-replica-", 1) // fresh
+	wantLeases(t, kube, "vs-activity-", 1) // the live VM's
+	wantLeases(t, kube, "vs-vnc-", 1)      // the live VM's
+	wantLeases(t, kube, "vs-console-", 1)  // held, so kept
+	wantLeases(t, kube, "vs-replica-", 1)  // fresh
 	if _, ok, err := pins.Get(ctx, sshbridge.VMRef{Namespace: "team", Name: "alive", UID: alive.UID}); err != nil || !ok {
 		t.Errorf("the live VM's pin: found %v, %v", ok, err)
 	}
@@ -133,6 +143,7 @@ func TestSweep(t *testing.T) {
 	wantLeases(t, kube, "vs-vnc-", 1)
 	wantLeases(t, kube, "vs-console-", 0)
 	wantLeases(t, kube, "vs-replica-", 0)
+	wantLeases(t, kube, "vs-activity-", 1)
 	if _, err := kube.CoreV1().ConfigMaps("vs").Get(ctx, "someone-elses", metav1.GetOptions{}); err != nil {
 		t.Errorf("a ConfigMap the bridge does not manage: %v", err)
 	}

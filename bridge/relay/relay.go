@@ -74,6 +74,10 @@ type Options struct {
 	// answered.
 	// It is for what should not wait for that: metrics and logs.
 	Ended func(Ending)
+	// Input, when set, is called on the client pump after every client
+	// message the filter (or interceptor) calls user input: the VM's
+	// activity (package activity). It must not block.
+	Input func()
 }
 
 // EndingError is returned by a ClientFilter to end the session with a
@@ -215,6 +219,9 @@ func pumpClient(client, upstream Endpoint, filter ClientFilter, lastInput *atomi
 		}
 		if input {
 			lastInput.Store(time.Now().UnixNano())
+			if opts.Input != nil {
+				opts.Input()
+			}
 		}
 		if fwd == nil {
 			continue

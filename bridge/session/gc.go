@@ -39,6 +39,11 @@ func Classify(l *coordinationv1.Lease, now time.Time, grace time.Duration) Garba
 		return Keep
 	}
 	last := lastWrite(l)
+	if role := l.Labels[labelRole]; role != "" && role != roleHeartbeat {
+		// Another role's Lease (a VM's activity record, package
+		// activity): not the session package's to judge.
+		return Keep
+	}
 	if l.Labels[labelRole] == roleHeartbeat {
 		d := time.Duration(0)
 		if l.Spec.LeaseDurationSeconds != nil {

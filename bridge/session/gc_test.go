@@ -30,6 +30,8 @@ func TestClassify(t *testing.T) {
 	}
 	noVM := sessionLease("", time.Minute)
 	noVM.Annotations = nil
+	otherRole := sessionLease("bridge vnc input", 2*time.Hour)
+	otherRole.Labels[labelRole] = "vm-activity"
 	for name, tc := range map[string]struct {
 		lease *coordinationv1.Lease
 		want  Garbage
@@ -40,6 +42,7 @@ func TestClassify(t *testing.T) {
 		"held session, untouched past grace":  {lease: sessionLease("replica-1/abc", 2*time.Hour), want: DeleteIfVMGone},
 		"reservation, untouched past grace":   {lease: sessionLease("reserved/bob", 2*time.Hour), want: DeleteIfVMGone},
 		"session Lease naming no VM":          {lease: noVM, want: Keep},
+		"another role's Lease of a VM":        {lease: otherRole, want: Keep},
 		"live heartbeat":                      {lease: heartbeat(3 * time.Second), want: Keep},
 		"heartbeat stopped, within the grace": {lease: heartbeat(50 * time.Minute), want: Keep},
 		"heartbeat of a replica long gone":    {lease: heartbeat(2 * time.Hour), want: Delete},

@@ -30,7 +30,8 @@ func (r *Registry) List(ctx context.Context, namespace, name string) ([]Status, 
 	var out []Status
 	for i := range list.Items {
 		l := &list.Items[i]
-		if l.Annotations[annNamespace] != namespace || l.Annotations[annName] != name {
+		// The VM's other Leases (its activity record) carry a role.
+		if l.Labels[labelRole] != "" || l.Annotations[annNamespace] != namespace || l.Annotations[annName] != name {
 			continue
 		}
 		// No user is "": decide says vacant or occupied.

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/bridge"
 	"github.com/virtstation/virtstation/bridge/janitor"
 )
@@ -58,6 +59,7 @@ func main() {
 	flag.IntVar(&opts.SSHPort, "ssh-port", bridge.DefaultSSHPort, "the guests' SSH port")
 	flag.BoolVar(&opts.VNCAdaptive, "vnc-adaptive", true, "adapt VNC quality to each client's link (a session overrides it with ?adaptive=false)")
 	flag.DurationVar(&opts.VNCLogInterval, "vnc-log-interval", time.Minute, "how often each VNC session logs its throughput (0 never)")
+	flag.DurationVar(&opts.ActivityInterval, "activity-interval", api.ActivityInterval, "how often, at most, a VM's activity Lease is written on user input, across replicas (for tests; the lifecycle's idle timeouts assume the default)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -21,7 +21,8 @@ func leasesOf(t *testing.T, name string) map[string]map[string]string {
 	}
 	out := map[string]map[string]string{}
 	for _, l := range list.Items {
-		if l.Annotations["virtstation.io/vm-namespace"] == userNS && l.Annotations["virtstation.io/vm-name"] == name {
+		// Leases with a role (the VM's activity record) are not sessions.
+		if l.Labels["virtstation.io/role"] == "" && l.Annotations["virtstation.io/vm-namespace"] == userNS && l.Annotations["virtstation.io/vm-name"] == name {
 			out[l.Annotations["virtstation.io/mode"]] = l.Annotations
 		}
 	}
