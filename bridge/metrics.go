@@ -23,6 +23,9 @@ type metrics struct {
 	vncLatency prometheus.Observer // in total
 	vncReply   prometheus.Observer // in total
 	vnc        *vncSessions        // per VM: updates, tier, bytes
+	// Start on connect (lifecycle.go).
+	starts           *prometheus.CounterVec // by result
+	startToConnected prometheus.Observer
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -58,7 +61,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.002, 2, 12),
 	})
 	m.vncLatency, m.vncReply = latency, reply
-	reg.MustRegister(m.requests, m.active, m.endings, m.bytes, latency, reply, m.vnc)
+	m.starts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "virtstation_bridge_starts_total",
+		Help: "Starts of stopped VMs the browser asked for, by result: started, running (already), forbidden, refused (KubeVirt's 409), error.",
+	}, []string{"result"})
+	startToConnected := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "virtstation_bridge_start_to_connected_seconds",
+		Help:    "From a start this replica made to the first session it connected to that VM: what a user waits for a stopped workstation.",
+		Buckets: prometheus.ExponentialBuckets(1, 1.5, 14), // 1 s to about 3 min
+	})
+	m.startToConnected = startToConnected
+	reg.MustRegister(m.requests, m.active, m.endings, m.bytes, latency, reply, m.vnc, m.starts, startToConnected)
 	return m
 }
 

@@ -61,6 +61,9 @@ type Server struct {
 	sessionLog logr.Logger
 	// running counts the sessions being set up or running, for Wait.
 	running sessionCount
+	// starts are the VMs this replica started, for the start-to-connected
+	// metric (lifecycle.go).
+	starts startTimes
 }
 
 // New builds a Server; ctx bounds every session it serves.
@@ -171,6 +174,10 @@ func (s *Server) routes() *http.ServeMux {
 		{"POST " + vm + "/sessions/{mode}/takeover", s.takeOver},
 		{"POST " + vm + "/restart", s.restart},
 		{"POST " + vm + "/keep-running", s.keepRunning},
+		// Start on connect and the progress page (lifecycle.go); never on
+		// KubeVirt's own paths below.
+		{"POST " + vm + "/start", s.startVM},
+		{"GET " + vm + "/status", s.vmStatusHandler},
 		// KubeVirt's own paths, with KubeVirt's meaning, so that virtctl and
 		// KubeVirt UIs can point at the bridge unchanged (kubevirt.go).
 		{"GET /apis/" + subresourcesGroup, s.discoverGroup},

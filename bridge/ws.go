@@ -130,6 +130,7 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, m mode, byVM bool)
 		return nil // the upgrader answered the client
 	}
 	s.metrics.requests.WithLabelValues(m.name, "OK").Inc()
+	s.sessionConnected(ns, name)
 	client := relay.NewWS(conn, relay.WSOptions{ReadLimit: m.readLimit, PingInterval: s.opts.PingInterval, WriteTimeout: s.opts.WriteTimeout})
 
 	filter := relay.ClientFilter(relay.ConsoleFilter)

@@ -19,6 +19,9 @@ const (
 	SSH Action = "ssh"
 	// Restart restarts the VM (virtctl restart).
 	Restart Action = "restart"
+	// Start starts a stopped VM (virtctl start): the browser's start on
+	// connect.
+	Start Action = "start"
 )
 
 // subresourcesGroup is KubeVirt's aggregated API group, virt-api's.
@@ -38,7 +41,8 @@ type check struct {
 //
 // The judge is KubeVirt's code: pkg/virt-api/api.go routes each action
 // (GET …/virtualmachineinstances/{name}/console, /vnc, /vnc/screenshot,
-// /portforward/{port}/{protocol}; PUT …/virtualmachines/{name}/restart) and
+// /portforward/{port}/{protocol}; PUT …/virtualmachines/{name}/restart and
+// /start) and
 // pkg/virt-api/rest/authorizer.go (addNamespacedResourceAttributes,
 // mapHttpVerbToRbacVerb) turns the request into a SubjectAccessReview: the
 // group and resource from the path, GET as "get" and PUT as "update", and as
@@ -56,6 +60,7 @@ var kubeVirtChecks = map[Action][]check{
 	Screenshot: {{"get", "virtualmachineinstances", "vnc"}, {"get", "virtualmachineinstances", "vnc/screenshot"}},
 	SSH:        {{"get", "virtualmachineinstances", "portforward"}},
 	Restart:    {{"update", "virtualmachines", "restart"}},
+	Start:      {{"update", "virtualmachines", "start"}},
 }
 
 // KubeVirtAccess is every question the cluster asks before it lets a user

@@ -58,6 +58,7 @@ func TestKubeVirtAccessAsksWhatKubeVirtAsks(t *testing.T) {
 		auth.Screenshot: {"get virtualmachineinstances/vnc", "get virtualmachineinstances/vnc/screenshot"},
 		auth.SSH:        {"get virtualmachineinstances/portforward"},
 		auth.Restart:    {"update virtualmachines/restart"},
+		auth.Start:      {"update virtualmachines/start"},
 	}
 	authz := auth.NewAuthorizer(kube.AuthorizationV1().SubjectAccessReviews())
 	for action, want := range cases {

@@ -190,8 +190,24 @@ func (d *Dialer) Dial(ctx context.Context, namespace, name string, sub Subresour
 
 // Restart calls the VM's restart subresource, as `virtctl restart` does.
 func (d *Dialer) Restart(ctx context.Context, namespace, name string) error {
-	path := fmt.Sprintf("/apis/subresources.kubevirt.io/v1/namespaces/%s/virtualmachines/%s/restart",
-		url.PathEscape(namespace), url.PathEscape(name))
+	return d.put(ctx, namespace, name, "restart")
+}
+
+// ErrConflict means KubeVirt refused a start or stop as out of place: the
+// VM is already running, or its run strategy does not take the request.
+var ErrConflict = errors.New("KubeVirt refused the request in the VM's state")
+
+// Start calls the VM's start subresource, as `virtctl start` does. A VM
+// that is already running, or whose run strategy starts it by itself
+// (Always), is ErrConflict.
+func (d *Dialer) Start(ctx context.Context, namespace, name string) error {
+	return d.put(ctx, namespace, name, "start")
+}
+
+// put calls a VM subresource of KubeVirt's with an empty options body.
+func (d *Dialer) put(ctx context.Context, namespace, name, sub string) error {
+	path := fmt.Sprintf("/apis/subresources.kubevirt.io/v1/namespaces/%s/virtualmachines/%s/%s",
+		url.PathEscape(namespace), url.PathEscape(name), sub)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, d.url(d.host.Scheme, path, nil), strings.NewReader("{}"))
 	if err != nil {
 		return err
@@ -199,13 +215,13 @@ func (d *Dialer) Restart(ctx context.Context, namespace, name string) error {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := d.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("restart %s/%s: %w", namespace, name, err)
+		return fmt.Errorf("%s %s/%s: %w", sub, namespace, name, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode/100 == 2 {
 		return nil
 	}
-	return classify(resp, errors.New("restart failed"))
+	return classify(resp, errors.New(sub+" failed"))
 }
 
 // Get reads what a KubeVirt subresource answers to a plain GET, as the
@@ -272,6 +288,8 @@ func classify(resp *http.Response, err error) error {
 		return fmt.Errorf("%w (404: %s)", ErrNotFound, detail)
 	case http.StatusForbidden, http.StatusUnauthorized:
 		return fmt.Errorf("%w (%d: %s)", ErrForbidden, resp.StatusCode, detail)
+	case http.StatusConflict:
+		return fmt.Errorf("%w (409: %s)", ErrConflict, detail)
 	}
 	return fmt.Errorf("KubeVirt answered %s: %s", resp.Status, detail)
 }

@@ -51,7 +51,16 @@ type Stack struct {
 // Option changes what Start brings up.
 type Option func(*options)
 
-type options struct{ noQEMU bool }
+type options struct {
+	noQEMU  bool
+	virtAPI virthandler.Options
+}
+
+// WithVirtAPI gives the stand-in virt-api opts' Client, OnStart and OnStop
+// (start and stop on the stored VMs; the caller plays virt-controller).
+func WithVirtAPI(opts virthandler.Options) Option {
+	return func(o *options) { o.virtAPI = opts }
+}
 
 // WithoutQEMU starts no machine of the stack's own: the caller registers
 // its machines' sockets with VirtAPI.Register (Attach cannot be used).
@@ -89,6 +98,9 @@ func Start(ctx context.Context, adminCfg *rest.Config, fp *testenv.FrontProxy, r
 		FrontProxyCA: fp.CA,
 		AllowedNames: []string{testenv.FrontProxyClientName},
 		DNSNames:     []string{testenv.SubresourceServerName},
+		Client:       o.virtAPI.Client,
+		OnStart:      o.virtAPI.OnStart,
+		OnStop:       o.virtAPI.OnStop,
 	})
 	if err != nil {
 		return s, err

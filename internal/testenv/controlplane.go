@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -34,6 +35,14 @@ type Option func(*controlPlaneOptions)
 
 type controlPlaneOptions struct {
 	aggregation bool
+	crds        bool
+}
+
+// WithCRDs installs the CRDs the full Env installs (internal/testenv/crds:
+// KubeVirt's, CDI's, …), without their webhooks: stored VirtualMachines and
+// VirtualMachineInstances for tests that need no admission.
+func WithCRDs() Option {
+	return func(o *controlPlaneOptions) { o.crds = true }
 }
 
 // WithAggregation turns on the API server's front proxy, so that aggregated
@@ -57,6 +66,10 @@ func StartControlPlane(opts ...Option) (*ControlPlane, error) {
 		return nil, err
 	}
 	te := &crenvtest.Environment{BinaryAssetsDirectory: assets}
+	if o.crds {
+		te.CRDDirectoryPaths = []string{filepath.Join(root, "internal", "testenv", "crds")}
+		te.ErrorIfCRDPathMissing = true
+	}
 	cp := &ControlPlane{env: te}
 	if o.aggregation {
 		if cp.tmpDir, err = os.MkdirTemp("", "virtstation-front-proxy-"); err != nil {
@@ -112,6 +125,9 @@ func (cp *ControlPlane) removeTmp() error {
 // use so that the package's unit tests and fuzzing (go test -fuzz) run
 // without one. Main is the package's TestMain.
 type Shared struct {
+	// Options are StartControlPlane's, set before the first Get.
+	Options []Option
+
 	once sync.Once
 	cp   *ControlPlane
 	err  error
@@ -121,7 +137,7 @@ type Shared struct {
 // start fails t.
 func (s *Shared) Get(t testing.TB) *ControlPlane {
 	t.Helper()
-	s.once.Do(func() { s.cp, s.err = StartControlPlane() })
+	s.once.Do(func() { s.cp, s.err = StartControlPlane(s.Options...) })
 	if s.err != nil {
 		t.Fatalf("control plane: %v", s.err)
 	}

@@ -16,6 +16,12 @@ const (
 	Console Kind = "console"
 	VNC     Kind = "vnc"
 	Restart Kind = "restart"
+	// StartVM and StopVM are the VM's start and stop.
+	StartVM Kind = "start"
+	StopVM  Kind = "stop"
+	// UserList and GuestOSInfo are the VMI's guest agent calls.
+	UserList    Kind = "userlist"
+	GuestOSInfo Kind = "guestosinfo"
 	// Screenshot is vnc/screenshot, a plain GET answered with a PNG.
 	Screenshot Kind = "screenshot"
 )

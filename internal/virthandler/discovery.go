@@ -32,7 +32,11 @@ func discoveryDocument() ([]byte, error) {
 			{Name: "virtualmachineinstances/console", Namespaced: true, Verbs: []string{"get"}},
 			{Name: "virtualmachineinstances/vnc", Namespaced: true, Verbs: []string{"get"}},
 			{Name: "virtualmachineinstances/vnc/screenshot", Namespaced: true, Verbs: []string{"get"}},
+			{Name: "virtualmachineinstances/guestosinfo", Namespaced: true, Verbs: []string{"get"}},
+			{Name: "virtualmachineinstances/userlist", Namespaced: true, Verbs: []string{"get"}},
 			{Name: "virtualmachines/restart", Namespaced: true, Verbs: []string{"update"}},
+			{Name: "virtualmachines/start", Namespaced: true, Verbs: []string{"update"}},
+			{Name: "virtualmachines/stop", Namespaced: true, Verbs: []string{"update"}},
 		},
 	})
 }

@@ -10,6 +10,25 @@
 //     virt-handler takes it through libvirt;
 //   - PUT  .../namespaces/{ns}/virtualmachines/{name}/restart: recorded,
 //     answered 202 Accepted;
+//   - PUT  .../namespaces/{ns}/virtualmachines/{name}/start and /stop: given
+//     a Client (Options.Client), virt-api's StartVMRequestHandler and
+//     StopVMRequestHandler (v1.9.0) on the stored VM: start on Halted
+//     patches spec.runStrategy to Always (a JSON patch testing the old
+//     value), stop on Always or Once patches it to Halted, Manual and
+//     RerunOnFailure get a state change request in the VM's status; the
+//     same 409s (VM is already running, VM is not running, Always does not
+//     support manual start requests, …) and 202 Accepted. Options.OnStart
+//     and OnStop then let a test play virt-controller (create the VMI,
+//     Register a QEMU; delete it). Not done: a stop's gracePeriod is not
+//     written to the VMI, and a Halted VM's stop with one is taken as
+//     shorter than the VMI's;
+//   - GET  .../namespaces/{ns}/virtualmachineinstances/{name}/userlist and
+//     /guestosinfo: KubeVirt's VirtualMachineInstanceGuestOSUserList and
+//     VirtualMachineInstanceGuestAgentInfo from what a test set
+//     (SetUsers, SetGuestOSInfo); 409 "VMI does not have guest agent
+//     connected" when nothing is set, and, given a Client, virt-api's
+//     checks of the stored VMI (404, 409 VMI is not running, 409 without
+//     the AgentConnected condition);
 //   - GET  /apis/subresources.kubevirt.io/v1/version: KubeVirt's
 //     version.Info for KubeVirtVersion (v1.9.0);
 //   - GET  /apis/subresources.kubevirt.io/v1: discovery, so the aggregator

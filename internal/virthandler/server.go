@@ -15,6 +15,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // readHeaderTimeout bounds a request's headers; the API server sends them at
@@ -35,6 +37,18 @@ type Options struct {
 	// 127.0.0.1: the aggregator checks <service>.<namespace>.svc
 	// (envtest.SubresourceServerName).
 	DNSNames []string
+	// Client, when set, reaches the API server where the VirtualMachines
+	// and VirtualMachineInstances are stored (its scheme must know
+	// kubevirtv1): start and stop change the stored VM as virt-api does,
+	// and userlist and guestosinfo check the stored VMI. Without it, start
+	// and stop answer 500 and the guest agent calls skip those checks.
+	Client client.Client
+	// OnStart and OnStop, when set, are called after a start or stop was
+	// accepted (not a dry run), with the VM as patched, on a goroutine of
+	// their own that Close waits for; ctx ends with the server. A test
+	// plays virt-controller and virt-handler there: create the VMI and
+	// Register a QEMU on start; Unregister and delete the VMI on stop.
+	OnStart, OnStop func(ctx context.Context, vm *kubevirtv1.VirtualMachine)
 }
 
 // Target is where a VMI's subresources lead: QEMU's unix sockets. An empty
@@ -79,8 +93,10 @@ type Server struct {
 	caBundle []byte
 	served   chan error
 
+	opts    Options
 	mu      sync.Mutex
 	targets map[[2]string]Target
+	agents  map[[2]string]guestAgent
 	closed  bool // guards inflight.Add against a concurrent Close
 
 	sessions *sessions
@@ -125,7 +141,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		port:     addr.Port,
 		caBundle: caBundle,
 		served:   make(chan error, 1),
+		opts:     opts,
 		targets:  map[[2]string]Target{},
+		agents:   map[[2]string]guestAgent{},
 		sessions: newSessions(),
 	}
 	sctx, cancel := context.WithCancel(ctx)
@@ -151,6 +169,10 @@ func (s *Server) routes(discovery []byte) *http.ServeMux {
 		"GET " + vmi + "vnc":            s.stream(VNC),
 		"GET " + vmi + "vnc/screenshot": http.HandlerFunc(s.screenshot),
 		"PUT " + vm + "restart":         http.HandlerFunc(s.restart),
+		"PUT " + vm + "start":           http.HandlerFunc(s.start),
+		"PUT " + vm + "stop":            http.HandlerFunc(s.stop),
+		"GET " + vmi + "userlist":       http.HandlerFunc(s.userList),
+		"GET " + vmi + "guestosinfo":    http.HandlerFunc(s.guestOSInfo),
 		"GET " + basePath + "/version":  http.HandlerFunc(serveVersion),
 		"GET " + basePath: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
@@ -267,10 +289,14 @@ func (s *Server) CABundle() []byte { return s.caBundle }
 func (s *Server) Calls() []Call { return s.calls.snapshot() }
 
 // Restarts returns the restart calls that were accepted, oldest first.
-func (s *Server) Restarts() []Call {
+func (s *Server) Restarts() []Call { return s.Accepted(Restart) }
+
+// Accepted returns the calls of a kind that were answered 202 Accepted
+// (restart, start, stop), oldest first.
+func (s *Server) Accepted(kind Kind) []Call {
 	var out []Call
 	for _, c := range s.calls.snapshot() {
-		if c.Kind == Restart && c.Status == http.StatusAccepted {
+		if c.Kind == kind && c.Status == http.StatusAccepted {
 			out = append(out, c)
 		}
 	}

@@ -32,11 +32,18 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, Options{})
+}
+
+// newFixtureWith is newFixture with opts besides the front proxy's.
+func newFixtureWith(t *testing.T, opts Options) *fixture {
+	t.Helper()
 	fp, err := testenv.NewFrontProxy(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := Start(t.Context(), Options{FrontProxyCA: fp.CA, AllowedNames: []string{testenv.FrontProxyClientName}})
+	opts.FrontProxyCA, opts.AllowedNames = fp.CA, []string{testenv.FrontProxyClientName}
+	srv, err := Start(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +399,7 @@ func TestDiscovery(t *testing.T) {
 	for _, r := range list.APIResources {
 		names = append(names, r.Name+"="+strings.Join(r.Verbs, "|"))
 	}
-	want := "virtualmachineinstances/console=get,virtualmachineinstances/vnc=get,virtualmachineinstances/vnc/screenshot=get,virtualmachines/restart=update"
+	want := "virtualmachineinstances/console=get,virtualmachineinstances/vnc=get,virtualmachineinstances/vnc/screenshot=get,virtualmachineinstances/guestosinfo=get,virtualmachineinstances/userlist=get,virtualmachines/restart=update,virtualmachines/start=update,virtualmachines/stop=update"
 	if list.Kind != "APIResourceList" || list.GroupVersion != "subresources.kubevirt.io/v1" || strings.Join(names, ",") != want {
 		t.Errorf("discovery %s %s %v, want an APIResourceList of subresources.kubevirt.io/v1 with %s", list.Kind, list.GroupVersion, names, want)
 	}

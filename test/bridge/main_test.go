@@ -85,7 +85,8 @@ func run(m *testing.M) (code int, err error) {
 		return 0, err
 	}
 
-	if stack, err = bridgestack.Start(ctx, cp.Config, cp.FrontProxy, root); err != nil {
+	virtAPI := virthandler.Options{Client: admin, OnStart: playStart}
+	if stack, err = bridgestack.Start(ctx, cp.Config, cp.FrontProxy, root, bridgestack.WithVirtAPI(virtAPI)); err != nil {
 		return 0, err
 	}
 	defer func() { err = errors.Join(err, stack.Stop()) }()

@@ -11,6 +11,7 @@ import {
 import { TerminalView } from './terminal.js';
 import { DisplayView } from './display.js';
 import { combos } from './keys.js';
+import { steps } from './lifecycle.js';
 import {
   resolve as resolveSettings, storageKey as settingsKey, toStorage, withQuery, clipboardTooLong, maxClipboardBytes,
 } from './settings.js';
@@ -39,6 +40,8 @@ const el = {
   clipText: $('clipboard-text'), clipMessage: $('clipboard-message'),
   clipSend: $('clipboard-send'), clipCopy: $('clipboard-copy'), clipClear: $('clipboard-clear'),
   resize: $('resize'), viewOnly: $('view-only'),
+  progress: $('progress'), progressSteps: $('progress-steps'), progressMessage: $('progress-message'),
+  banner: $('idle-banner'), bannerText: $('idle-banner-text'), bannerMessage: $('idle-banner-message'), keepRunning: $('keep-running'),
 };
 
 const terminal = new TerminalView(el.terminal);
@@ -56,7 +59,7 @@ const view = {
   },
   // show makes one panel or view visible; the others hide.
   show(which, mode) {
-    for (const k of ['login', 'prompt', 'ssh']) el[k].hidden = k !== which;
+    for (const k of ['login', 'prompt', 'ssh', 'progress']) el[k].hidden = k !== which;
     el.screen.hidden = !(which === 'screen' || (which === 'prompt' && mode === 'display'));
     el.terminal.hidden = !(which === 'terminal' || (which === 'prompt' && mode !== 'display'));
     if (!el.terminal.hidden) terminal.refit();
@@ -74,6 +77,24 @@ const view = {
     el.cancel.textContent = takeover ? 'Cancel' : 'Dismiss';
   },
   noticeText(text) { el.promptText.textContent = text; },
+  // progress draws the start's steps: those before step done, step current.
+  progress({ phase, message, step }) {
+    el.progress.dataset.phase = phase;
+    el.progressSteps.replaceChildren(...steps.map((s, i) => {
+      const li = document.createElement('li');
+      li.textContent = s.label;
+      li.dataset.phase = s.phase;
+      li.dataset.state = i < step ? 'done' : i === step ? 'current' : 'todo';
+      return li;
+    }));
+    el.progressMessage.textContent = message;
+  },
+  banner(text) {
+    el.banner.hidden = !text;
+    el.bannerText.textContent = text;
+    if (!text) el.bannerMessage.textContent = '';
+  },
+  bannerMessage(text) { el.bannerMessage.textContent = text; },
   holder(user) { el.prompt.dataset.holder = user; },
   login(message) {
     el.loginMessage.textContent = message;
@@ -134,6 +155,19 @@ function showSettings() {
   if (settings.viewOnly && el.drawers.settings.hidden) openDrawer('');
 }
 
+// intervals reads the status polling intervals a test may shorten
+// (?progress_interval=ms&status_interval=ms, at least 200 ms); the defaults
+// are lifecycle.js's.
+function intervals(search) {
+  const q = new URLSearchParams(search);
+  const out = {};
+  for (const [param, key] of [['progress_interval', 'progressInterval'], ['status_interval', 'statusInterval']]) {
+    const ms = Number(q.get(param));
+    if (Number.isFinite(ms) && ms >= 200) out[key] = ms;
+  }
+  return out;
+}
+
 function request(path, { method = 'GET', token }) {
   return fetch(path, {
     method, headers: { Authorization: `Bearer ${token}`, Accept: 'application/json' },
@@ -185,6 +219,7 @@ function wire(client) {
     client.submitSSH(creds);
   });
   el.restart.addEventListener('click', () => client.restart());
+  el.keepRunning.addEventListener('click', () => client.keepRunning());
   terminal.onData = (d, binary) => {
     client.input(binary ? Uint8Array.from(d, (ch) => ch.charCodeAt(0) & 0xff) : new TextEncoder().encode(d));
   };
@@ -278,7 +313,7 @@ function main() {
   document.title = `${vm.name} · Virtstation`;
   el.vm.textContent = `${vm.namespace}/${vm.name}`;
   const client = new Client({
-    vm, view, display, terminal, request, clock,
+    vm, view, display, terminal, request, clock, ...intervals(location.search),
     dial: (path, protocols) => new WebSocket(wsURL(location, path), protocols),
   });
   display.configure({ resize: settings.resize, viewOnly: settings.viewOnly });

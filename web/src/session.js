@@ -5,6 +5,7 @@
 // fetch and the browser's WebSocket; session.test.js wires it to fakes.
 import { State, Reconnect, decide, Backoff, holderOf, takenOverMessage } from './policy.js';
 import { modes, vmURL, bearerSubprotocol } from './location.js';
+import { Progress, IdleBanner, vmStopped, messageOf } from './lifecycle.js';
 
 // stableAfter is how long a connection must last before the backoff starts
 // again from its shortest delay; a session that drops right after opening
@@ -39,7 +40,14 @@ const titles = { [State.takenOver]: 'Taken over', [State.idle]: 'Closed after in
  *  - dial(path, protocols): a WebSocket to a same-origin path;
  *  - request(path, {method, token}): a fetch of a same-origin path;
  *  - clock: {now, setTimeout, clearTimeout, setInterval, clearInterval};
- *  - backoff: a Backoff (optional).
+ *  - backoff: a Backoff (optional);
+ *  - progressInterval, statusInterval: how often the progress page and
+ *    the idle banner poll the VM's status, in ms (optional, lifecycle.js).
+ *
+ * A session refused because the VM is stopped starts it (POST …/start) and
+ * shows the progress page until its console and display can be opened,
+ * then connects, without a reload. While connected, the VM's status is
+ * polled for an idle notice (the banner, lifecycle.js's IdleBanner).
  */
 export class Client {
   #d;
@@ -52,6 +60,8 @@ export class Client {
   #sshCreds = null; // memory only, to reconnect; dropped on sign-out and on leaving SSH
   #reloadGrace = 0; // quiet retries left while our own previous page may still hold the session
   #viewOnly = false; // the display session is opened view only (?view_only=1): the bridge drops its input
+  #progress = null; // a Progress while a start or restart is watched
+  #banner = null; // an IdleBanner while connected
 
   constructor(deps) {
     this.#d = { backoff: new Backoff(), ...deps };
@@ -183,6 +193,9 @@ export class Client {
       const resp = await this.#d.request(vmURL(this.#d.vm, 'restart'), { method: 'POST', token: this.#token });
       if (resp.ok) {
         say(`Restart requested for ${vm}.`);
+        this.#stopRetry();
+        this.#closeConn();
+        this.#watchStart({ afterRestart: true });
         return;
       }
       let msg = resp.statusText;
@@ -192,6 +205,9 @@ export class Client {
       say(`Restart failed: ${err.message}`);
     }
   }
+
+  /** keepRunning is the idle banner's button: a keep-running lease. */
+  keepRunning() { return this.#banner ? this.#banner.keepRunning() : Promise.resolve(); }
 
   /**
    * connect opens the current mode's session; takeover takes it from
@@ -262,6 +278,67 @@ export class Client {
     clock.clearTimeout(this.#retryTimer);
     clock.clearInterval(this.#countdown);
     this.#retryTimer = this.#countdown = 0;
+    if (this.#progress) this.#progress.stop();
+    this.#progress = null;
+  }
+
+  // startVM starts the stopped VM for the user, if KubeVirt's RBAC lets
+  // them, and watches it start; a refusal is shown and the page stops there.
+  async #startVM() {
+    const vm = this.#describeVM();
+    this.#status(State.connecting, `${vm} is stopped: starting it…`);
+    let resp;
+    try {
+      resp = await this.#d.request(vmURL(this.#d.vm, 'start'), { method: 'POST', token: this.#token });
+    } catch (err) {
+      this.#startRefused(`Could not start ${vm}: ${err.message}`, true);
+      return;
+    }
+    if (this.#conn || !this.#token) return; // the user moved on
+    if (!resp.ok) {
+      const msg = await messageOf(resp, resp.statusText);
+      if (resp.status === 401) { this.signOut(`The bridge did not accept the token (${msg}). Sign in again.`); return; }
+      if (resp.status === 403) { this.#startRefused(`${vm} is stopped, and you may not start it: ${msg}`, false); return; }
+      this.#startRefused(`${vm} is stopped and could not be started: ${msg}`, true);
+      return;
+    }
+    let st = null;
+    try { st = await resp.json(); } catch { /* the first poll tells */ }
+    this.#watchStart({ initial: st });
+  }
+
+  #startRefused(text, retry) {
+    this.#status(State.refused, text);
+    this.#d.view.reconnectButton(retry ? 'Retry' : '');
+    this.#notice('Stopped', text, { reconnect: retry });
+  }
+
+  // watchStart shows the progress page until the VM can be connected to,
+  // then connects.
+  #watchStart({ initial = null, afterRestart = false } = {}) {
+    const { request, clock, view, progressInterval } = this.#d;
+    if (this.#progress) this.#progress.stop();
+    view.show('progress', this.#mode);
+    this.#status(State.connecting, `Starting ${this.#describeVM()}…`);
+    const p = new Progress({ vm: this.#d.vm, token: this.#token, request, clock, view, ...(progressInterval ? { interval: progressInterval } : {}) }, {
+      afterRestart,
+      onReady: () => { if (this.#progress === p) { this.#progress = null; this.connect(); } },
+      onTimeout: (msg) => { if (this.#progress === p) { this.#progress = null; this.#startRefused(msg, true); } },
+    });
+    this.#progress = p;
+    p.start(initial);
+  }
+
+  #startBanner() {
+    const { request, clock, view, statusInterval } = this.#d;
+    if (this.#banner) this.#banner.stop();
+    this.#banner = new IdleBanner({ vm: this.#d.vm, token: this.#token, request, clock, view, ...(statusInterval ? { interval: statusInterval } : {}) });
+    this.#banner.start();
+  }
+
+  #stopBanner() {
+    if (this.#banner) this.#banner.stop();
+    this.#banner = null;
   }
 
   #onConnected(c) {
@@ -270,10 +347,12 @@ export class Client {
     const viewOnly = c.mode === 'display' && this.#viewOnly ? ' (view only)' : '';
     this.#status(State.connected, `Connected to the ${modes[c.mode].noun} of ${this.#describeVM()}${viewOnly}`);
     if (c.mode === 'display') this.#d.display.focus(); else this.#d.terminal.focus();
+    this.#startBanner();
   }
 
   // closeConn ends the current session on purpose (mode switch, sign-out).
   #closeConn() {
+    this.#stopBanner();
     const c = this.#conn;
     this.#conn = null;
     if (!c) return;
@@ -285,8 +364,13 @@ export class Client {
   #onClose(c, e) {
     if (c.closing || this.#conn !== c) return;
     this.#conn = null;
+    this.#stopBanner();
     const { clock, view } = this.#d;
     if (c.mode === 'display') this.#d.display.detach();
+    if (vmStopped(e.code, e.reason)) {
+      this.#startVM();
+      return;
+    }
     if (c.openedAt && clock.now() - c.openedAt >= stableAfter) this.#d.backoff.reset();
     const d = decide(e.code, e.reason);
     if (c.failure && (e.code === 1000 || e.code === 1005)) d.message = `The display connection failed: ${c.failure}.`;

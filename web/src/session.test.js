@@ -70,8 +70,13 @@ class FakeClock {
 }
 
 // rig is a Client on fakes, with what the page would show.
-function rig({ sessions = { sessions: [] }, restart = { ok: true }, confirm = true } = {}) {
+function rig({
+  sessions = { sessions: [] }, restart = { ok: true }, confirm = true,
+  start = { status: 202, body: { phase: 'starting', message: 'Starting', connectable: false } },
+  statuses = [{ phase: 'ready', message: 'Ready', connectable: true }], keepRunning = { status: 200, body: {} },
+} = {}) {
   const r = {
+    progress: [], banner: '', bannerMessage: '', vmStatuses: [...statuses], start, keepRunning,
     sockets: [], requests: [], statuses: [], panel: '', notice: null, holder: null,
     login: null, sshForm: null, reconnectLabel: '', tokenForgotten: false, fragment: '', tabs: '',
     display: { attached: null, detached: 0, focused: 0 },
@@ -92,6 +97,9 @@ function rig({ sessions = { sessions: [] }, restart = { ok: true }, confirm = tr
     modeChanged: (mode) => { r.fragment = `#mode=${mode}`; },
     forgetToken: () => { r.tokenForgotten = true; },
     confirm: () => confirm,
+    progress: (p) => { r.progress.push(p); },
+    banner: (text) => { r.banner = text; },
+    bannerMessage: (text) => { r.bannerMessage = text; },
   };
   const display = {
     attach: (ws, handlers) => { r.display.attached = { ws, ...handlers }; },
@@ -107,8 +115,15 @@ function rig({ sessions = { sessions: [] }, restart = { ok: true }, confirm = tr
   };
   const request = async (path, { method = 'GET', token }) => {
     r.requests.push({ path, method, token });
+    const answer = (status, body) => ({ ok: status < 300, status, statusText: 'Refused', json: async () => body });
+    if (path.endsWith('/status')) {
+      // Each poll takes the next status; the last one stays.
+      return answer(200, r.vmStatuses.length > 1 ? r.vmStatuses.shift() : r.vmStatuses[0]);
+    }
+    if (path.endsWith('/start')) return answer(r.start.status, r.start.body);
+    if (path.endsWith('/keep-running')) return answer(r.keepRunning.status, r.keepRunning.body);
     const body = path.endsWith('/sessions') ? r.sessions : r.restart;
-    return { ok: body.ok !== false, statusText: 'Conflict', json: async () => body };
+    return { ok: body.ok !== false, status: body.ok !== false ? 200 : 409, statusText: 'Conflict', json: async () => body };
   };
   const dial = (path, protocols) => {
     const ws = new FakeSocket(path, protocols);
@@ -332,7 +347,8 @@ test('input and resize go nowhere without an open terminal session', () => {
 
 test('restart asks first, then reports what the bridge said', async () => {
   const cases = {
-    accepted: [{ ok: true }, true, /Restart requested for team-a\/ws1/],
+    // Accepted: the progress page follows (see the restart test below).
+    accepted: [{ ok: true }, true, /Starting team-a\/ws1/],
     refused: [{ ok: false, message: 'alice may not restart' }, true, /Restart refused: alice may not restart/],
     declined: [{ ok: true }, false, null],
   };
@@ -346,7 +362,7 @@ test('restart asks first, then reports what the bridge said', async () => {
       assert.equal(r.statuses.length, n, name);
       continue;
     }
-    assert.deepEqual(r.requests.at(-1), { path: `${base}/restart`, method: 'POST', token: 't' }, name);
+    assert.deepEqual(r.requests.find((q) => q.method === 'POST'), { path: `${base}/restart`, method: 'POST', token: 't' }, name);
     assert.match(r.status().text, want, name);
     assert.equal(r.status().state, State.connecting, `${name}: the session's state stays`);
   }
@@ -406,4 +422,133 @@ test('changing view only while no display session is open opens none', () => {
   r.ws().drop(4001, 'taken over by bob');
   r.client.setViewOnly(false);
   assert.equal(r.sockets.length, 2, 'a taken-over page stays down');
+});
+
+// flush lets the fake request promises resolve.
+const flush = () => new Promise((resolve) => setImmediate(resolve));
+
+const stoppedClose = [4412, 'VMStopped: VM team-a/ws1 is stopped; start it (virtctl start ws1 -n team-a) and try again'];
+
+test('a stopped VM is started, the progress page follows it, then the display connects without a reload', async () => {
+  const r = rig({
+    statuses: [
+      { phase: 'starting', message: 'Starting', connectable: false },
+      { phase: 'scheduled', message: 'Scheduled', connectable: false },
+      { phase: 'booting', message: 'Booting', connectable: true },
+    ],
+  });
+  r.client.start({ token: 't', mode: 'display' });
+  r.ws().drop(...stoppedClose);
+  await flush();
+  assert.deepEqual(r.requests[0], { path: `${base}/start`, method: 'POST', token: 't' });
+  assert.equal(r.panel, 'progress');
+  assert.deepEqual(r.progress.map((p) => p.phase), ['starting', 'starting']); // the start's answer, then the first poll
+  assert.equal(r.sockets.length, 1, 'no dial while the VM starts');
+  r.clock.advance(1000);
+  await flush();
+  assert.equal(r.progress.at(-1).phase, 'scheduled');
+  assert.equal(r.progress.at(-1).step, 2);
+  r.clock.advance(1000);
+  await flush();
+  assert.equal(r.progress.at(-1).phase, 'booting');
+  assert.equal(r.sockets.length, 2, 'connects once the instance runs');
+  assert.equal(r.ws().path, `${base}/vnc`);
+});
+
+test('a user who may not start the VM is told why, and nothing is retried', async () => {
+  const r = rig({ start: { status: 403, body: { message: 'user "bob" may not do this on team-a/ws1: it needs update on virtualmachines/start in API group subresources.kubevirt.io' } } });
+  r.client.start({ token: 't', mode: 'serial' });
+  r.ws().drop(...stoppedClose);
+  await flush();
+  assert.equal(r.status().state, State.refused);
+  assert.match(r.status().text, /you may not start it: .*update on virtualmachines\/start/);
+  assert.equal(r.panel, 'prompt');
+  assert.equal(r.notice.reconnect, false);
+  r.clock.advance(60_000);
+  await flush();
+  assert.equal(r.requests.length, 1, 'no status polls after a refusal');
+  assert.equal(r.sockets.length, 1);
+});
+
+test('the progress page gives up after the start timeout and offers a retry', async () => {
+  const r = rig({ statuses: [{ phase: 'starting', message: 'Starting: waiting for a node', connectable: false }] });
+  r.client.start({ token: 't', mode: 'display' });
+  r.ws().drop(...stoppedClose);
+  await flush();
+  for (let i = 0; i < 301; i++) {
+    r.clock.advance(1000);
+    await flush();
+  }
+  assert.equal(r.status().state, State.refused);
+  assert.match(r.status().text, /waiting for a node/);
+  assert.equal(r.reconnectLabel, 'Retry');
+  assert.equal(r.sockets.length, 1);
+});
+
+test('after a restart the progress page waits for the old instance to go before it connects', async () => {
+  const r = rig({
+    statuses: [
+      { phase: 'ready', connectable: true }, // the banner's poll while connected
+      { phase: 'ready', connectable: true }, // the old instance, still running
+      { phase: 'stopping', connectable: false },
+      { phase: 'booting', connectable: true },
+    ],
+  });
+  r.client.start({ token: 't', mode: 'serial' });
+  r.ws().open();
+  r.clock.advance(200);
+  await r.client.restart();
+  await flush();
+  assert.equal(r.panel, 'progress');
+  assert.equal(r.sockets.length, 1, 'the old instance is not taken for the new one');
+  r.clock.advance(1000);
+  await flush();
+  assert.equal(r.sockets.length, 1);
+  r.clock.advance(1000);
+  await flush();
+  assert.equal(r.sockets.length, 2, 'connects to the new instance');
+});
+
+test('the idle banner counts down while a stop is due, and Keep running hides it', async () => {
+  const at = Date.parse('2026-12-06T18:00:00Z');
+  const r = rig({ statuses: [{ phase: 'ready', connectable: true }, { phase: 'ready', connectable: true, idleStopAt: '2026-12-06T18:00:00Z' }] });
+  r.clock.t = at - 125_000;
+  r.client.start({ token: 't', mode: 'serial' });
+  r.ws().open();
+  r.clock.advance(settleDelay);
+  await flush();
+  assert.equal(r.banner, '', 'no banner without a notice');
+  r.clock.advance(30_000);
+  await flush();
+  assert.equal(r.banner, 'This workstation will stop in 01:35 because it has been idle');
+  r.clock.advance(1000);
+  assert.equal(r.banner, 'This workstation will stop in 01:34 because it has been idle');
+  await r.client.keepRunning();
+  assert.deepEqual(r.requests.at(-1), { path: `${base}/keep-running`, method: 'POST', token: 't' });
+  assert.equal(r.banner, '');
+});
+
+test('Keep running on a bridge without it says so and keeps the banner', async () => {
+  const r = rig({ statuses: [{ phase: 'ready', connectable: true, idleStopAt: new Date(2_000_000).toISOString() }], keepRunning: { status: 404, body: {} } });
+  r.client.start({ token: 't', mode: 'serial' });
+  r.ws().open();
+  r.clock.advance(settleDelay);
+  await flush();
+  assert.match(r.banner, /will stop in/);
+  await r.client.keepRunning();
+  assert.match(r.bannerMessage, /cannot keep the workstation running/);
+  assert.match(r.banner, /will stop in/);
+});
+
+test('the banner stops polling when the session ends', async () => {
+  const r = rig();
+  r.client.start({ token: 't', mode: 'serial' });
+  r.ws().open();
+  r.clock.advance(settleDelay);
+  await flush();
+  const n = r.requests.length;
+  r.client.switchMode('display');
+  r.clock.advance(120_000);
+  await flush();
+  assert.equal(r.requests.length, n, 'no status polls without a connected session');
 });
