@@ -42,7 +42,7 @@ func NewSubresources(cfg *rest.Config) (*Subresources, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubevirt subresource client: %w", err)
 	}
-	return &Subresources{Client: c, Host: cfg.Host}, nil
+	return &Subresources{Client: c, Host: strings.TrimRight(cfg.Host, "/")}, nil
 }
 
 func (s *Subresources) url(namespace, resource, name, sub string) string {

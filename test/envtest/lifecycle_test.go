@@ -106,7 +106,9 @@ func createRunning(t *testing.T, vm *kubevirtv1.VirtualMachine) *kubevirtv1.Virt
 	vmi.Status.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{
 		{Type: kubevirtv1.VirtualMachineInstanceAgentConnected, Status: corev1.ConditionTrue},
 	}
-	if err := env.Client.Status().Update(ctx, vmi); err != nil {
+	// KubeVirt's VMI CRD has no status subresource: status is written
+	// with the object, as virt-handler does.
+	if err := env.Client.Update(ctx, vmi); err != nil {
 		t.Fatal(err)
 	}
 	return vm
@@ -128,7 +130,7 @@ func halted(vm *kubevirtv1.VirtualMachine) bool {
 
 // hasEvent says whether an Event of reason whose note contains text is
 // recorded regarding the VM.
-func hasEvent(t *testing.T, ns, name, reason, text string) error {
+func idleEvent(t *testing.T, ns, name, reason, text string) error {
 	t.Helper()
 	var seen []string
 	for _, e := range eventsFor(t, ns, name) {
@@ -180,7 +182,7 @@ func TestIdleStop(t *testing.T) {
 		if vmNow(t, ns, "ws").Annotations[api.AnnotationIdleStopAt] == "" {
 			return fmt.Errorf("no notice yet")
 		}
-		return hasEvent(t, ns, "ws", lifecycle.ReasonIdleStopPending, "stops at")
+		return idleEvent(t, ns, "ws", lifecycle.ReasonIdleStopPending, "stops at")
 	})
 	noticed := time.Now()
 	eventually(t, 20*time.Second, func() error {
@@ -201,7 +203,7 @@ func TestIdleStop(t *testing.T) {
 		if vm.Annotations[api.AnnotationIdleStopAt] != "" {
 			return fmt.Errorf("notice still on the stopped VM")
 		}
-		return hasEvent(t, ns, "ws", lifecycle.ReasonIdleStopped, "no activity for 2s")
+		return idleEvent(t, ns, "ws", lifecycle.ReasonIdleStopped, "no activity for 2s")
 	})
 	if n := len(stopsOf(kv, ns, "ws")); n != 1 {
 		t.Errorf("%d stop calls, want 1", n)
@@ -236,7 +238,7 @@ func TestIdleActivityDuringGrace(t *testing.T) {
 		if at := vmNow(t, ns, "ws").Annotations[api.AnnotationIdleStopAt]; at != "" {
 			return fmt.Errorf("notice %s still there", at)
 		}
-		return hasEvent(t, ns, "ws", lifecycle.ReasonIdleStopWithdrawn, "bridge vnc input")
+		return idleEvent(t, ns, "ws", lifecycle.ReasonIdleStopWithdrawn, "bridge vnc input")
 	})
 	// Keep typing for longer than the timeout and the grace together.
 	for end := time.Now().Add(7 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
@@ -299,10 +301,10 @@ func TestIdleObserveMode(t *testing.T) {
 		if !strings.Contains(rec, `"action":"would-stop"`) {
 			return fmt.Errorf("record %q", rec)
 		}
-		if err := hasEvent(t, ns, "ws", lifecycle.ReasonIdleStopObserved, "would give notice"); err != nil {
+		if err := idleEvent(t, ns, "ws", lifecycle.ReasonIdleStopObserved, "would give notice"); err != nil {
 			return err
 		}
-		return hasEvent(t, ns, "ws", lifecycle.ReasonIdleStopObserved, "would stop")
+		return idleEvent(t, ns, "ws", lifecycle.ReasonIdleStopObserved, "would stop")
 	})
 	vm := vmNow(t, ns, "ws")
 	if halted(vm) || vm.Annotations[api.AnnotationIdleStopAt] != "" {
@@ -325,7 +327,7 @@ func TestIdleNeverLosesData(t *testing.T) {
 		if !strings.Contains(rec, `"action":"skipped"`) || !strings.Contains(rec, "writable containerDisk") {
 			return fmt.Errorf("record %q", rec)
 		}
-		return hasEvent(t, ns, "ws", lifecycle.ReasonIdleStopSkipped, api.AnnotationIdleStopUnsafe)
+		return idleEvent(t, ns, "ws", lifecycle.ReasonIdleStopSkipped, api.AnnotationIdleStopUnsafe)
 	})
 	time.Sleep(2 * time.Second)
 	if vm := vmNow(t, ns, "ws"); halted(vm) {
