@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"k8s.io/apimachinery/pkg/runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -100,11 +101,19 @@ func consoleOnly(t *testing.T, name string) string {
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: userNS}},
 	}
+	scheme := runtime.NewScheme()
+	if err := rbacv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	rbac, err := client.New(cp.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, obj := range []client.Object{role, rb} {
-		if err := admin.Create(ctx, obj); err != nil {
+		if err := rbac.Create(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = admin.Delete(context.WithoutCancel(ctx), obj) })
+		t.Cleanup(func() { _ = rbac.Delete(context.WithoutCancel(ctx), obj) })
 	}
 	tokens[name] = tok
 	return tok
@@ -113,7 +122,7 @@ func consoleOnly(t *testing.T, name string) string {
 func TestBrowserStartsAStoppedVM(t *testing.T) {
 	b := browser.Start(t)
 
-	t.Run("start on connect, then the console, then the idle banner", func(t *testing.T) {
+	t.Run("start on connect then the console then the idle banner", func(t *testing.T) {
 		const name = "ws-halted"
 		haltedVM(t, name, 3*time.Second)
 		url := strings.Replace(vmPageURL(replicaA.URL, name, tokens["alice"], "serial"), "#", "?progress_interval=300&status_interval=500#", 1)
