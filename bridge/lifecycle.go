@@ -126,7 +126,6 @@ func (s *Server) readStatus(ctx context.Context, ns, name string) (vmStatus, *Pr
 	return phaseOf(vm, vmi), nil
 }
 
-
 // writeStatusJSON answers v with code, never cached: a status is of the moment.
 func writeStatusJSON(w http.ResponseWriter, code int, v any) {
 	body, err := json.Marshal(v)
