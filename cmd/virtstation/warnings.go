@@ -27,6 +27,9 @@ var knownAnnotations = []string{
 	api.AnnotationSharedMemory, api.AnnotationUserData,
 	api.AnnotationInjected, api.AnnotationPolicyRevision,
 	api.AnnotationClaimedBy, api.AnnotationClaimedAt, api.AnnotationSharedBy, api.AnnotationClaimUIDs,
+	api.AnnotationIdleTimeout, api.AnnotationIdleGracePeriod, api.AnnotationMaxKeepRunning,
+	api.AnnotationKeepRunningUntil, api.AnnotationIdleStopUnsafe,
+	api.AnnotationIdleStopAt, api.AnnotationIdleStop,
 }
 
 // knownLabels are the virtstation.io/ labels that opt objects in.
