@@ -23,8 +23,8 @@ type Observation struct {
 	KeepRunningUntil time.Time
 	// StopAt is the notice given: when the stop is due (zero: none).
 	StopAt time.Time
-	// Recorded is the last record's LastActivity and Action: a would-stop
-	// or skipped record for the same idle period is not made twice.
+	// Recorded is the last record's LastActivity and Action: nothing is
+	// recorded twice for one idle period.
 	Recorded       string
 	RecordedAction string
 	// DataLoss, when not empty, says why a stop would lose data.
@@ -110,11 +110,11 @@ func withdrawn(o Observation, d Decision) Decision {
 	return d
 }
 
-// recordedFor says whether the last record is a would-stop or a skip of the
-// idle period that began at last.
+// recordedFor says whether the last record is of the idle period that began
+// at last: a stop (a VM whose stop KubeVirt has accepted but not yet carried
+// out is not stopped again), a would-stop or a skip.
 func recordedFor(o Observation, last time.Time) bool {
-	return (o.RecordedAction == api.IdleActionWouldStop || o.RecordedAction == api.IdleActionSkipped) &&
-		o.Recorded == formatTime(last)
+	return o.RecordedAction != "" && o.Recorded == formatTime(last)
 }
 
 func latest(a, b time.Time) time.Time {

@@ -45,6 +45,9 @@ func TestDecide(t *testing.T) {
 			o.StopAt = t0.Add(130 * time.Minute)
 			o.Recorded, o.RecordedAction = formatTime(t0), api.IdleActionSkipped
 		}), Wait, time.Time{}, time.Time{}},
+		{"stop on record for this idle period, VMI still running: nothing", with(base(t0.Add(3*time.Hour), t0), func(o *Observation) {
+			o.Recorded, o.RecordedAction = formatTime(t0), api.IdleActionStopped
+		}), Wait, time.Time{}, time.Time{}},
 		{"would-stop on record of an older idle period: notice again", with(base(t0.Add(5*time.Hour), t0.Add(3*time.Hour)), func(o *Observation) {
 			o.Recorded, o.RecordedAction = formatTime(t0), api.IdleActionWouldStop
 		}), Notice, t0.Add(5*time.Hour + 10*time.Minute), t0.Add(5*time.Hour + 10*time.Minute)},
