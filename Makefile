@@ -145,6 +145,7 @@ bench: envtest-bins test-deps
 	$(GO) test ./cmd/virtstation -run '^$$' -bench BenchmarkRenderScaling -benchtime 1x -count 3
 	$(GO) test ./test/bench/admission -run '^$$' -bench BenchmarkWebhookCalls -benchmem -benchtime 1000x -count 5
 	$(GO) test ./test/bench/admission -run '^$$' -bench BenchmarkAdmissionPeakHeap -benchtime 5x -count 3
+	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) test ./test/bench/lifecycle -run '^$$' -bench BenchmarkLifecycleScale -benchtime 1x -timeout 30m
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" $(GO) test ./test/bench/admission -run '^$$' -bench '^BenchmarkAdmission$$' -benchtime 1x
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" KUBEVIRT_ADMISSION="$$(hack/kubevirt-admission.sh)" $(GO) test ./test/bench/audit -run '^$$' -bench BenchmarkPolicyAudit -benchtime 1x -timeout 30m
 	$(GO) test ./test/bench/admission -run '^$$' -bench BenchmarkWebhookServer -benchtime 1x -rates 100,200,300,400,600,800,1000
