@@ -213,7 +213,10 @@ export class Client {
    * connect opens the current mode's session; takeover takes it from
    * whoever holds it, in the same request.
    */
-  connect({ takeover = false } = {}) {
+  // connect opens a session. auto marks a reconnect the client made by
+  // itself, not one the user asked for: it never starts a stopped VM, so a
+  // tab left open does not undo an idle stop or a virtctl stop.
+  connect({ takeover = false, auto = false } = {}) {
     const { view, display, terminal } = this.#d;
     this.#stopRetry();
     this.#closeConn();
@@ -234,7 +237,7 @@ export class Client {
       view.reconnectButton('Retry');
       return;
     }
-    const c = { ws, mode, openedAt: 0, closing: false, failure: '' };
+    const c = { ws, mode, openedAt: 0, closing: false, failure: '', auto };
     this.#conn = c;
     this.#status(State.connecting, `Connecting to the ${modes[mode].noun} of ${this.#describeVM()}…`);
     ws.addEventListener('open', () => { c.openedAt = this.#d.clock.now(); });
@@ -368,6 +371,11 @@ export class Client {
     const { clock, view } = this.#d;
     if (c.mode === 'display') this.#d.display.detach();
     if (vmStopped(e.code, e.reason)) {
+      if (c.auto) {
+        this.#status(State.ended, `${this.#describeVM()} is stopped.`, e.code);
+        view.reconnectButton('Start');
+        return;
+      }
       this.#startVM();
       return;
     }
@@ -382,7 +390,7 @@ export class Client {
         if (this.#reloadGrace > 0) {
           this.#reloadGrace--;
           this.#status(State.connecting, 'Waiting for this tab\'s previous connection to close…', e.code);
-          this.#retryTimer = clock.setTimeout(() => this.connect(), reloadRetryDelay);
+          this.#retryTimer = clock.setTimeout(() => this.connect({ auto: true }), reloadRetryDelay);
           return;
         }
         this.#showHeld(c.mode, d.message, e.code);
@@ -422,7 +430,7 @@ export class Client {
     tick();
     view.reconnectButton('Reconnect now');
     this.#countdown = clock.setInterval(tick, 1000);
-    this.#retryTimer = clock.setTimeout(() => this.connect(), delay);
+    this.#retryTimer = clock.setTimeout(() => this.connect({ auto: true }), delay);
   }
 
   // showHeld offers the take-over. The close frame's text is shown as it

@@ -455,6 +455,23 @@ test('a stopped VM is started, the progress page follows it, then the display co
   assert.equal(r.ws().path, `${base}/vnc`);
 });
 
+test('a reconnect the client makes by itself never starts a stopped VM (an open tab does not undo an idle stop)', async () => {
+  const r = rig();
+  r.client.start({ token: 't', mode: 'serial' });
+  r.ws().open();
+  r.ws().drop(1006); // the VM was stopped under the session
+  while (r.sockets.length === 1) r.clock.advance(250);
+  r.ws().drop(...stoppedClose);
+  await flush();
+  assert.equal(r.requests.length, 0, 'no start from an automatic reconnect');
+  assert.match(r.status().text, /is stopped/);
+  assert.equal(r.reconnectLabel, 'Start');
+  r.client.reconnect(); // the user asks
+  r.ws().drop(...stoppedClose);
+  await flush();
+  assert.deepEqual(r.requests[0], { path: `${base}/start`, method: 'POST', token: 't' });
+});
+
 test('a user who may not start the VM is told why, and nothing is retried', async () => {
   const r = rig({ start: { status: 403, body: { message: 'user "bob" may not do this on team-a/ws1: it needs update on virtualmachines/start in API group subresources.kubevirt.io' } } });
   r.client.start({ token: 't', mode: 'serial' });
