@@ -148,7 +148,13 @@ type LifecycleDefaults struct {
 // path of its data. Unknown keys are errors, so a typo is not a silent
 // default.
 func ParseLifecycleDefaults(data map[string]string, fld *field.Path) (LifecycleDefaults, field.ErrorList) {
-	d := LifecycleDefaults{Mode: ModeEnforce, IdleGracePeriod: DefaultIdleGracePeriod, MaxKeepRunning: DefaultMaxKeepRunning}
+	return ParseLifecycleDefaultsOver(LifecycleDefaults{Mode: ModeEnforce, IdleGracePeriod: DefaultIdleGracePeriod, MaxKeepRunning: DefaultMaxKeepRunning}, data, fld)
+}
+
+// ParseLifecycleDefaultsOver is ParseLifecycleDefaults over base: a key
+// data does not set keeps base's value (a namespace's ConfigMap over the
+// cluster's).
+func ParseLifecycleDefaultsOver(d LifecycleDefaults, data map[string]string, fld *field.Path) (LifecycleDefaults, field.ErrorList) {
 	var errs field.ErrorList
 	for k, v := range data {
 		var err *field.Error
@@ -160,11 +166,11 @@ func ParseLifecycleDefaults(data map[string]string, fld *field.Path) (LifecycleD
 				d.Mode = v
 			}
 		case LifecycleKeyIdleTimeout:
-			d.IdleTimeout, err = parseLifecycleDuration(v, fld.Key(k), time.Nanosecond)
+			err = setDuration(&d.IdleTimeout, v, fld.Key(k), time.Nanosecond)
 		case LifecycleKeyIdleGracePeriod:
-			d.IdleGracePeriod, err = parseLifecycleDuration(v, fld.Key(k), 0)
+			err = setDuration(&d.IdleGracePeriod, v, fld.Key(k), 0)
 		case LifecycleKeyMaxKeepRunning:
-			d.MaxKeepRunning, err = parseLifecycleDuration(v, fld.Key(k), 0)
+			err = setDuration(&d.MaxKeepRunning, v, fld.Key(k), 0)
 		default:
 			err = field.NotSupported(fld.Key(k), "", []string{LifecycleKeyMode, LifecycleKeyIdleTimeout, LifecycleKeyIdleGracePeriod, LifecycleKeyMaxKeepRunning})
 			err.BadValue = k
@@ -220,6 +226,15 @@ func ParseLifecycle(annotations map[string]string, defaults LifecycleDefaults, f
 		p.StopUnsafe = v == "true"
 	}
 	return p, errs
+}
+
+// setDuration sets *to from v when it parses.
+func setDuration(to *time.Duration, v string, fld *field.Path, min time.Duration) *field.Error {
+	d, err := parseLifecycleDuration(v, fld, min)
+	if err == nil {
+		*to = d
+	}
+	return err
 }
 
 // parseLifecycleDuration parses a Go duration in [min, MaxLifecycleDuration].

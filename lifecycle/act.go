@@ -49,7 +49,7 @@ func (c *Controller) act(ctx context.Context, vm *kubevirtv1.VirtualMachine, o O
 		return c.stop(ctx, vm, o, observe)
 	case Skip:
 		rec := c.record(o, api.IdleActionSkipped, "a stop would lose data: "+o.DataLoss+"; set "+api.AnnotationIdleStopUnsafe+"=true to stop it anyway")
-		if err := c.annotate(ctx, vm, recordPatch(rec, observe)); err != nil {
+		if err := c.annotate(ctx, vm, recordPatch(rec)); err != nil {
 			return err
 		}
 		metrics.skipped.Inc()
@@ -69,7 +69,9 @@ func (c *Controller) withdraw(ctx context.Context, vm *kubevirtv1.VirtualMachine
 	}
 	if observe {
 		c.state.setObservedNotice(key, time.Time{})
-	} else if vm.Annotations[api.AnnotationIdleStopAt] != "" {
+	}
+	// Observe mode too: a notice left from enforce mode goes.
+	if vm.Annotations[api.AnnotationIdleStopAt] != "" {
 		if err := c.annotate(ctx, vm, map[string]any{api.AnnotationIdleStopAt: nil}); err != nil {
 			return err
 		}
@@ -87,7 +89,7 @@ func (c *Controller) stop(ctx context.Context, vm *kubevirtv1.VirtualMachine, o 
 		o.Policy.IdleTimeout, o.Policy.IdleGracePeriod)
 	if observe {
 		rec := c.record(o, api.IdleActionWouldStop, reason)
-		if err := c.annotate(ctx, vm, recordPatch(rec, true)); err != nil {
+		if err := c.annotate(ctx, vm, recordPatch(rec)); err != nil {
 			return err
 		}
 		c.state.setObservedNotice(types.NamespacedName{Namespace: vm.Namespace, Name: vm.Name}, time.Time{})
@@ -103,7 +105,7 @@ func (c *Controller) stop(ctx context.Context, vm *kubevirtv1.VirtualMachine, o 
 	metrics.stopped.WithLabelValues(api.ModeEnforce).Inc()
 	c.Recorder.Eventf(vm, nil, corev1.EventTypeNormal, ReasonIdleStopped, eventAction, "stopped by %s: %s (last activity %s, %s)",
 		rec.By, reason, sourceOrNone(rec.LastActivity), sourceOrNone(rec.Source))
-	return c.annotate(ctx, vm, recordPatch(rec, false))
+	return c.annotate(ctx, vm, recordPatch(rec))
 }
 
 func (c *Controller) record(o Observation, action, reason string) api.IdleStopRecord {
@@ -115,14 +117,11 @@ func (c *Controller) record(o Observation, action, reason string) api.IdleStopRe
 	return api.IdleStopRecord{At: formatTime(o.Now), Action: action, Reason: reason, LastActivity: formatTime(last), Source: o.Source, By: by}
 }
 
-// recordPatch sets the record and, outside observe mode, removes the notice.
-func recordPatch(rec api.IdleStopRecord, observe bool) map[string]any {
+// recordPatch sets the record and removes the notice (in observe mode, one
+// left from enforce mode).
+func recordPatch(rec api.IdleStopRecord) map[string]any {
 	b, _ := json.Marshal(rec)
-	p := map[string]any{api.AnnotationIdleStop: string(b)}
-	if !observe {
-		p[api.AnnotationIdleStopAt] = nil
-	}
-	return p
+	return map[string]any{api.AnnotationIdleStop: string(b), api.AnnotationIdleStopAt: nil}
 }
 
 // annotate merge-patches the VM's annotations (nil removes one). It touches

@@ -87,7 +87,7 @@ func (c *Controller) observe(ctx context.Context, vm *kubevirtv1.VirtualMachine)
 	key := types.NamespacedName{Namespace: vm.Namespace, Name: vm.Name}
 	o := Observation{Now: c.now(), Policy: api.LifecyclePolicy{Mode: api.ModeOff}}
 	if vm.Labels[api.LabelManaged] != api.LabelTrue || vm.DeletionTimestamp != nil {
-		o.StopAt = noticeOf(vm)
+		// Not ours (any more): nothing is written to it.
 		return o, nil
 	}
 	defaults, err := c.defaults(ctx, vm.Namespace)
@@ -130,6 +130,12 @@ func (c *Controller) observe(ctx context.Context, vm *kubevirtv1.VirtualMachine)
 		o.StopAt = c.state.observedNotice(key)
 	} else {
 		o.StopAt = noticeOf(vm)
+		// A notice further off than the grace period is not one the
+		// controller gave (the annotation is the VM's owner's to edit):
+		// it is ignored, and a real one given when due.
+		if o.StopAt.After(o.Now.Add(o.Policy.IdleGracePeriod)) {
+			o.StopAt = time.Time{}
+		}
 	}
 	rec := record(vm)
 	o.Recorded, o.RecordedAction = rec.LastActivity, rec.Action

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/rest"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -22,6 +23,9 @@ type KubeVirt interface {
 	// connected): no signal either way.
 	Users(ctx context.Context, namespace, name string) ([]kubevirtv1.VirtualMachineInstanceGuestOSUser, error)
 }
+
+// callTimeout bounds each call to KubeVirt's subresource API.
+const callTimeout = 15 * time.Second
 
 // maxUserListBytes bounds a userlist answer: a guest agent reports every
 // session, and a guest is the tenant's.
@@ -72,6 +76,9 @@ func (s *Subresources) Users(ctx context.Context, namespace, name string) ([]kub
 }
 
 func (s *Subresources) do(ctx context.Context, method, u, body string, limit int64) ([]byte, error) {
+	// A hung virt-handler or guest agent must not stall the controller.
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -87,7 +94,7 @@ func (s *Subresources) do(ctx context.Context, method, u, body string, limit int
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return nil, err

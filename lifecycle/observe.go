@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,27 +17,29 @@ import (
 	"github.com/virtstation/virtstation/api"
 )
 
-// defaults reads the lifecycle ConfigMap of the VM's namespace, else the
-// install namespace's. A ConfigMap that does not parse keeps what did and
-// is reported by the returned error.
+// defaults reads the cluster's lifecycle ConfigMap (in the install
+// namespace) and the VM's namespace's over it: a key the namespace does not
+// set keeps the cluster's value. A ConfigMap that does not parse keeps what
+// did and is reported by the returned error.
 func (c *Controller) defaults(ctx context.Context, namespace string) (api.LifecycleDefaults, error) {
-	for _, ns := range []string{namespace, c.Namespace} {
+	d, _ := api.ParseLifecycleDefaults(nil, nil)
+	var errs []error
+	for _, ns := range []string{c.Namespace, namespace} {
 		var cm corev1.ConfigMap
 		err := c.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: api.LifecycleConfigMap}, &cm)
 		if apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			return api.LifecycleDefaults{}, fmt.Errorf("read %s/%s: %w", ns, api.LifecycleConfigMap, err)
+			return d, fmt.Errorf("read %s/%s: %w", ns, api.LifecycleConfigMap, err)
 		}
-		d, errs := api.ParseLifecycleDefaults(cm.Data, field.NewPath("data"))
-		if len(errs) > 0 {
-			return d, fmt.Errorf("ConfigMap %s/%s: %w", ns, api.LifecycleConfigMap, errs.ToAggregate())
+		var ferrs field.ErrorList
+		d, ferrs = api.ParseLifecycleDefaultsOver(d, cm.Data, field.NewPath("data"))
+		if len(ferrs) > 0 {
+			errs = append(errs, fmt.Errorf("ConfigMap %s/%s: %w", ns, api.LifecycleConfigMap, ferrs.ToAggregate()))
 		}
-		return d, nil
 	}
-	d, _ := api.ParseLifecycleDefaults(nil, nil)
-	return d, nil
+	return d, errors.Join(errs...)
 }
 
 // running says whether vmi runs for vm and since when.

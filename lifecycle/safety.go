@@ -31,11 +31,11 @@ func DataLoss(spec *kubevirtv1.VirtualMachineInstanceSpec, claim ClaimPhase) str
 	for _, v := range spec.Volumes {
 		switch {
 		case v.ContainerDisk != nil && !readOnly[v.Name]:
-			why = append(why, fmt.Sprintf("volume %q is a writable containerDisk", v.Name))
+			why = append(why, fmt.Sprintf("volume %q is a writable containerDisk", truncate(v.Name, 63)))
 		case v.EmptyDisk != nil && !readOnly[v.Name]:
-			why = append(why, fmt.Sprintf("volume %q is an emptyDisk", v.Name))
+			why = append(why, fmt.Sprintf("volume %q is an emptyDisk", truncate(v.Name, 63)))
 		case v.Ephemeral != nil && !readOnly[v.Name]:
-			why = append(why, fmt.Sprintf("volume %q is ephemeral", v.Name))
+			why = append(why, fmt.Sprintf("volume %q is ephemeral", truncate(v.Name, 63)))
 		case v.PersistentVolumeClaim != nil:
 			why = appendUnbound(why, v.Name, v.PersistentVolumeClaim.ClaimName, claim)
 		case v.DataVolume != nil:
@@ -45,16 +45,23 @@ func DataLoss(spec *kubevirtv1.VirtualMachineInstanceSpec, claim ClaimPhase) str
 	if len(why) == 0 {
 		return ""
 	}
+	// The reason goes into an annotation and an Event note: bounded.
+	if len(why) > maxReasons {
+		why = append(why[:maxReasons], fmt.Sprintf("and %d more", len(why)-maxReasons))
+	}
 	return strings.Join(why, "; ")
 }
+
+// maxReasons is how many volumes a data-loss reason names.
+const maxReasons = 3
 
 func appendUnbound(why []string, volume, claimName string, claim ClaimPhase) []string {
 	phase, found := claim(claimName)
 	switch {
 	case !found:
-		return append(why, fmt.Sprintf("volume %q: PVC %q not found", volume, claimName))
+		return append(why, fmt.Sprintf("volume %q: PVC %q not found", truncate(volume, 63), truncate(claimName, 63)))
 	case phase != corev1.ClaimBound:
-		return append(why, fmt.Sprintf("volume %q: PVC %q is %s, not Bound", volume, claimName, phase))
+		return append(why, fmt.Sprintf("volume %q: PVC %q is %s, not Bound", truncate(volume, 63), truncate(claimName, 63), phase))
 	}
 	return why
 }

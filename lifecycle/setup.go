@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -30,6 +31,9 @@ func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
+		// A slow guest agent or virt-handler (each call is bounded by
+		// callTimeout) holds one worker, not the whole fleet.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		For(&kubevirtv1.VirtualMachine{}, builder.WithPredicates(predicate.Or(
 			predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.GenerationChangedPredicate{}))).
 		Watches(&kubevirtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(sameName), builder.WithPredicates(vmiPhaseChanged())).

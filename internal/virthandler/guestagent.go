@@ -124,7 +124,7 @@ func (s *Server) checkAgentVMI(ctx context.Context, namespace, name string) *api
 	if err := s.opts.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, vmi); apierrors.IsNotFound(err) {
 		return apierrors.NewNotFound(vmiResource, name)
 	} else if err != nil {
-		return apierrors.NewInternalError(fmt.Errorf("unable to retrieve vmi [%s]: %v", name, err))
+		return apierrors.NewInternalError(fmt.Errorf("unable to retrieve vmi [%s]: %w", name, err))
 	}
 	if vmi.Status.Phase != kubevirtv1.Running {
 		return apierrors.NewConflict(vmiResource, name, errors.New(vmiNotRunning))

@@ -124,7 +124,7 @@ func (s *Server) fetchVM(ctx context.Context, namespace, name string) (*kubevirt
 	if err := s.opts.Client.Get(ctx, key, vm); apierrors.IsNotFound(err) {
 		return nil, nil, apierrors.NewNotFound(vmResource, name)
 	} else if err != nil {
-		return nil, nil, apierrors.NewInternalError(fmt.Errorf("unable to retrieve vm [%s]: %v", name, err))
+		return nil, nil, apierrors.NewInternalError(fmt.Errorf("unable to retrieve vm [%s]: %w", name, err))
 	}
 	vmi := &kubevirtv1.VirtualMachineInstance{}
 	if err := s.opts.Client.Get(ctx, key, vmi); apierrors.IsNotFound(err) {
@@ -146,7 +146,7 @@ func startChange(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineIn
 	}
 	for _, c := range vm.Status.Conditions {
 		if c.Type == kubevirtv1.VirtualMachineManualRecoveryRequired && c.Status == corev1.ConditionTrue {
-			return change{}, apierrors.NewConflict(vmResource, name, errors.New(manualRecoveryErr))
+			return change{}, apierrors.NewConflict(vmResource, name, errors.New(manualRecoveryErr)) //nolint:staticcheck // KubeVirt's message, word for word
 		}
 	}
 	data := map[string]string{}

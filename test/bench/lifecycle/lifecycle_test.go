@@ -69,7 +69,7 @@ func BenchmarkLifecycleScale(b *testing.B) {
 	}
 	n := benchVMs()
 	start := time.Now()
-	store(b, c, "fleet", n, map[string]string{api.AnnotationIdleTimeout: "1h"})
+	store(ctx, b, c, "fleet", n, map[string]string{api.AnnotationIdleTimeout: "1h"})
 	b.Logf("stored %d VMs and their VMIs in %s", n, time.Since(start).Round(time.Second))
 
 	if b.N != 1 {
@@ -91,7 +91,7 @@ func BenchmarkLifecycleScale(b *testing.B) {
 }
 
 // store creates n running managed VMs (and their VMIs) in ns, 16 at a time.
-func store(b *testing.B, c client.Client, ns string, n int, ann map[string]string) {
+func store(ctx context.Context, b *testing.B, c client.Client, ns string, n int, ann map[string]string) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	work := make(chan int)
@@ -100,7 +100,7 @@ func store(b *testing.B, c client.Client, ns string, n int, ann map[string]strin
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				if err := storeOne(c, ns, fmt.Sprintf("ws-%05d", i), ann); err != nil {
+				if err := storeOne(ctx, c, ns, fmt.Sprintf("ws-%05d", i), ann); err != nil {
 					select {
 					case errs <- err:
 					default:
@@ -121,8 +121,7 @@ func store(b *testing.B, c client.Client, ns string, n int, ann map[string]strin
 	}
 }
 
-func storeOne(c client.Client, ns, name string, ann map[string]string) error {
-	ctx := context.Background()
+func storeOne(ctx context.Context, c client.Client, ns, name string, ann map[string]string) error {
 	vm := &kubevirtv1.VirtualMachine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{api.LabelManaged: api.LabelTrue}, Annotations: ann},
 		Spec: kubevirtv1.VirtualMachineSpec{RunStrategy: ptr.To(kubevirtv1.RunStrategyAlways), Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
@@ -184,7 +183,7 @@ func heapOf(b *testing.B, ctx context.Context, cp *testenv.ControlPlane, withCon
 // controller, and returns its API writes per stop.
 func idleStops(b *testing.B, ctx context.Context, c client.Client) float64 {
 	before := counter(b, "virtstation_lifecycle_api_writes_total")
-	store(b, c, "idle", idleBatch, map[string]string{api.AnnotationIdleTimeout: "2s", api.AnnotationIdleGracePeriod: "2s", api.AnnotationIdleStopUnsafe: "true"})
+	store(ctx, b, c, "idle", idleBatch, map[string]string{api.AnnotationIdleTimeout: "2s", api.AnnotationIdleGracePeriod: "2s", api.AnnotationIdleStopUnsafe: "true"})
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		var vms kubevirtv1.VirtualMachineList
