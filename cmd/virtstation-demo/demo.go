@@ -122,9 +122,33 @@ func runDemo(ctx context.Context, args []string, s streams) int {
 	if os.Getenv("DEMO_EXIT") == "1" {
 		return exitOK
 	}
+	showIdleStop(ctx, env, *kubeconfig, s.out)
 	fmt.Fprintf(s.out, "\nThe control plane keeps running. Try:\n  kubectl --kubeconfig %s get vm -A\nCtrl-C stops it.\n", *kubeconfig)
 	<-ctx.Done()
 	return exitOK
+}
+
+// showIdleStop tells how to watch dev-alice's idle stop, with the timeout
+// and grace period its stored annotations give (nothing when it has none).
+func showIdleStop(ctx context.Context, env *testenv.Env, kubeconfig string, out io.Writer) {
+	vm := &kubevirtv1.VirtualMachine{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: demoVM}, vm); err != nil {
+		return
+	}
+	timeout, grace := vm.Annotations[api.AnnotationIdleTimeout], vm.Annotations[api.AnnotationIdleGracePeriod]
+	if timeout == "" {
+		return
+	}
+	if grace == "" {
+		grace = api.DefaultIdleGracePeriod.String()
+	}
+	fmt.Fprintf(out, `
+Idle stop: %[2]s stops after %[4]s without input through the bridge, %[5]s
+after a notice (an Event, and a banner in an open page); opening its page
+again starts it, with a progress page. Watch it:
+  kubectl --kubeconfig %[1]s get events -n %[3]s -w
+  kubectl --kubeconfig %[1]s get vmi -n %[3]s
+`, kubeconfig, demoVM, demoNamespace, timeout, grace)
 }
 
 // prepareGuest checks that QEMU is installed and, for the Debian guest,

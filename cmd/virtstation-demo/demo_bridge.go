@@ -43,61 +43,54 @@ const demoSessionsGrace = 10 * time.Second
 // long; without one net/http keeps it open for as long as the peer does.
 const demoServerIdleTimeout = 2 * time.Minute
 
-// demoBridge runs the bridge on the demo control plane over TLS, with the
-// guest g playing dev-alice's machine, proves it through the bridge as a
-// user would, writes the user's token, the demo CA and a kubeconfig for
-// virtctl to f, and prints how to reach it. It returns a stop function,
-// which also stops the guest.
+// demoBridge runs the bridge on the demo control plane over TLS, starts
+// dev-alice through it as her browser does, with the guest g playing her
+// machine, proves it through the bridge as a user would, writes the user's
+// token, the demo CA and a kubeconfig for virtctl to f, and prints how to
+// reach it. It returns a stop function, which also stops the guest.
 func demoBridge(ctx context.Context, env *testenv.Env, addr string, f demoFiles, g guest, out io.Writer) (func() error, error) {
-	var opts []bridgestack.Option
+	m := &demoMachine{env: env, log: out}
+	opts := []bridgestack.Option{bridgestack.WithVirtAPI(m.virtAPI())}
+	var bridgeOpts bridge.Options
 	if g.mode == debianGuest {
+		// The bridge's SSH dials this port at every boot.
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		bridgeOpts.SSHPort = port
 		// dev-alice's own machine; the stack's echo machine is not needed.
 		opts = append(opts, bridgestack.WithoutQEMU())
-		fmt.Fprintf(out, "\nStarting the bridge, and dev-alice as KubeVirt would start it (the VMI from KubeVirt's own code, the VM's disks as virt-launcher presents them)...\n")
+		m.boot = func(ctx context.Context) (demoGuest, error) {
+			return bootGuest(ctx, env, m.stack, g.image, f, port, out)
+		}
+		fmt.Fprintf(out, "\nStarting the bridge; dev-alice boots as KubeVirt would start it (the VMI from KubeVirt's own code, the VM's disks as virt-launcher presents them)...\n")
 	} else {
+		m.boot = func(ctx context.Context) (demoGuest, error) { return echoRunning{}, echoVMI(ctx, env, m.stack) }
 		fmt.Fprintf(out, "\nStarting the bridge, with QEMU playing %s/%s's machine...\n", demoNamespace, demoVM)
 	}
 	stack, err := bridgestack.Start(ctx, env.Config, env.FrontProxy, env.RepoRoot, opts...)
 	if err != nil {
 		return nil, err
 	}
+	m.stack = stack
 	// The bridge's own context: its Lease watch must end before the API
 	// server is stopped.
 	bctx, cancel := context.WithCancel(ctx)
-	var booted *bootedGuest
-	var bridgeOpts bridge.Options
-	if g.mode == debianGuest {
-		booted, err = bootGuest(bctx, env, stack, g.image, f, out)
-		if booted != nil {
-			bridgeOpts.SSHPort = booted.sshPort
-		}
-	} else {
-		err = echoVMI(bctx, env, stack)
-	}
-	stopGuest := func() error {
-		if booted == nil {
-			return nil
-		}
-		return booted.stop(ctx)
-	}
-	if err != nil {
-		cancel()
-		return nil, errors.Join(err, stopGuest(), stack.Stop())
-	}
 	srv, token, err := demoBridgeServer(bctx, env, stack, f.token(), bridgeOpts)
 	if err != nil {
 		cancel()
-		return nil, errors.Join(err, stopGuest(), stack.Stop())
+		return nil, errors.Join(err, stack.Stop())
 	}
 	serverTLS, clientTLS, err := demoTLS(f)
 	if err != nil {
 		cancel()
-		return nil, errors.Join(err, stopGuest(), stack.Stop())
+		return nil, errors.Join(err, stack.Stop())
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		cancel()
-		return nil, errors.Join(fmt.Errorf("bridge address %s: %w (choose another with --bridge-address)", addr, err), stopGuest(), stack.Stop())
+		return nil, errors.Join(fmt.Errorf("bridge address %s: %w (choose another with --bridge-address)", addr, err), stack.Stop())
 	}
 	hs := &http.Server{Handler: srv, TLSConfig: serverTLS, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: demoServerIdleTimeout}
 	go func() { _ = hs.ServeTLS(ln, "", "") }()
@@ -109,7 +102,7 @@ func demoBridge(ctx context.Context, env *testenv.Env, addr string, f demoFiles,
 		wctx, done := context.WithTimeout(context.WithoutCancel(ctx), demoSessionsGrace)
 		defer done()
 		waitErr := srv.Wait(wctx)
-		return errors.Join(closeErr, waitErr, stopGuest(), stack.Stop())
+		return errors.Join(closeErr, waitErr, m.close(ctx), stack.Stop())
 	}
 
 	base := "https://" + dialAddr(ln.Addr())
@@ -117,10 +110,13 @@ func demoBridge(ctx context.Context, env *testenv.Env, addr string, f demoFiles,
 		return nil, errors.Join(err, stop())
 	}
 	c := bridgeClient{base: base, token: token, tls: clientTLS}
-	if booted != nil {
-		err = proveGuest(ctx, booted, c, f, out)
-	} else {
-		err = demoConsole(c, echoProof, out)
+	running, err := startThroughBridge(ctx, c, m, out)
+	if err == nil {
+		if booted, ok := running.(*bootedGuest); ok {
+			err = proveGuest(ctx, booted, c, f, out)
+		} else {
+			err = demoConsole(c, echoProof, out)
+		}
 	}
 	if err != nil {
 		return nil, errors.Join(err, stop())
@@ -145,11 +141,11 @@ Try (virtctl sends its token only over TLS, hence the CA):
 		kc, demoVM, kc, demoVM, kc, demoVM,
 		f.ca(), f.token(), base, vmPath,
 		base, uiPath, f.token())
-	if booted != nil {
+	if bridgeOpts.SSHPort != 0 {
 		fmt.Fprintf(out, `  SSH in the browser: the page's SSH tab, user %s, the private key %s
   SSH from here, straight to the guest's forwarded port (not through the bridge):
     ssh -i %s -p %d -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null %s@127.0.0.1
-`, demoUser, f.sshKey(), f.sshKey(), booted.sshPort, demoUser)
+`, demoUser, f.sshKey(), f.sshKey(), bridgeOpts.SSHPort, demoUser)
 	}
 	return stop, nil
 }
@@ -206,6 +202,47 @@ func (c bridgeClient) dial(mode string) (*websocket.Conn, *http.Response, error)
 	url := "wss" + strings.TrimPrefix(c.base, "https") + "/api/v1/namespaces/" + demoNamespace + "/virtualmachines/" + demoVM + "/" + mode
 	dialer := &websocket.Dialer{TLSClientConfig: c.tls, HandshakeTimeout: demoIOTimeout}
 	return dialer.Dial(url, http.Header{"Authorization": {"Bearer " + c.token}})
+}
+
+// demoStartTimeout bounds the start of dev-alice's guest: QEMU and the
+// VMI, not the boot (proveGuest waits for that).
+const demoStartTimeout = time.Minute
+
+// startThroughBridge starts dev-alice as her browser does when she opens
+// the stopped workstation: POST …/start through the bridge, as her. The
+// bridge calls KubeVirt's start subresource (virtctl start's), and m boots
+// the guest; it returns once the VMI runs.
+func startThroughBridge(ctx context.Context, c bridgeClient, m *demoMachine, out io.Writer) (demoGuest, error) {
+	sctx, cancel := context.WithTimeout(ctx, demoStartTimeout)
+	defer cancel()
+	resp, err := c.post(sctx, "start")
+	if err != nil {
+		return nil, fmt.Errorf("start %s through the bridge: %w", demoVM, err)
+	}
+	st := status(resp)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		return nil, fmt.Errorf("start %s through the bridge: %s", demoVM, st)
+	}
+	g, err := m.waitRunning(sctx)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "Started %s through the bridge as %s, as her browser does when she opens it stopped (POST …/start, then KubeVirt's start): %s\n", demoVM, demoUser, resp.Status)
+	return g, nil
+}
+
+// post sends an empty POST to the VM's bridge route sub (start,
+// keep-running) as the demo user.
+func (c bridgeClient) post(ctx context.Context, sub string) (*http.Response, error) {
+	url := c.base + "/api/v1/namespaces/" + demoNamespace + "/virtualmachines/" + demoVM + "/" + sub
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: c.tls}}
+	return hc.Do(req)
 }
 
 // consoleProof is what the demo types on the console, what it waits for,

@@ -87,12 +87,9 @@ type bootedGuest struct {
 // presents it to QEMU with the claims' files under f.storage(), the
 // stand-in virt-api serves its console and display, and the VMI's status
 // says what virt-handler would: Running, at the loopback address the
-// guest's port 22 is forwarded to.
-func bootGuest(ctx context.Context, env *testenv.Env, stack *bridgestack.Stack, img virtlauncher.Image, f demoFiles, out io.Writer) (*bootedGuest, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
+// guest's port 22 is forwarded to (port: the same at every boot, as the
+// bridge's SSH dials it).
+func bootGuest(ctx context.Context, env *testenv.Env, stack *bridgestack.Stack, img virtlauncher.Image, f demoFiles, port int, out io.Writer) (*bootedGuest, error) {
 	if err := os.MkdirAll(f.storage(), 0o700); err != nil {
 		return nil, err
 	}

@@ -21,12 +21,19 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/internal/qemu"
 )
 
@@ -173,6 +180,8 @@ func testDemo(t *testing.T, g demoGuestCase) {
 		"denied",                 // the policies refused the bad example
 		"409 Conflict",           // one session per VM
 		"alice.token",
+		"Started dev-alice through the bridge as alice",     // start on connect, as her browser does
+		"Idle stop: dev-alice stops after 5m without input", // as examples/10-workstation.yaml says
 	}, g.shown...) {
 		if !strings.Contains(shown, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, shown)
@@ -373,11 +382,132 @@ func testDemo(t *testing.T, g demoGuestCase) {
 		}
 	})
 
+	// What README's "Idle stop" steps show, with seconds for minutes: the
+	// lifecycle stops dev-alice through KubeVirt's stop, and opening it in
+	// the browser (POST …/start as alice) starts it again.
+	t.Run("idle stop and start on connect", func(t *testing.T) {
+		testIdleStopAndStart(ctx, t, filepath.Join(dir, "kubeconfig"), cfg, g)
+	})
+
 	c, resp, err := kubecliDial(cfg, ns, demoVM, "console", nil)
 	if err != nil {
 		t.Fatalf("open the console to hold over Ctrl-C: %v (%s)", err, status(resp))
 	}
 	held = c
+}
+
+// testIdleStopAndStart shortens dev-alice's idle timeout as `kubectl
+// annotate` does with the demo's admin kubeconfig, waits for the idle stop
+// (Halted, its VMI gone, the notice and the stop recorded), then starts it
+// through the bridge as alice's browser does and talks to its console
+// through KubeVirt's path (the guest boots again: the Debian one takes its
+// boot time).
+func testIdleStopAndStart(ctx context.Context, t *testing.T, adminKubeconfig string, alice *rest.Config, g demoGuestCase) {
+	admin := demoAdmin(t, adminKubeconfig)
+	key := client.ObjectKey{Namespace: demoNamespace, Name: demoVM}
+	annotate := func(timeout, grace string) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, api.AnnotationIdleTimeout, timeout, api.AnnotationIdleGracePeriod, grace)
+		vm := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoVM}}
+		if err := admin.Patch(ctx, vm, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Fatalf("annotate %s: %v", demoVM, err)
+		}
+	}
+	annotate("2s", "2s")
+	var rec api.IdleStopRecord
+	deadline := time.Now().Add(time.Minute)
+	for {
+		vm := &kubevirtv1.VirtualMachine{}
+		if err := admin.Get(ctx, key, vm); err != nil {
+			t.Fatal(err)
+		}
+		rec = api.IdleStopRecord{}
+		_ = json.Unmarshal([]byte(vm.Annotations[api.AnnotationIdleStop]), &rec)
+		err := admin.Get(ctx, key, &kubevirtv1.VirtualMachineInstance{})
+		halted := vm.Spec.RunStrategy != nil && *vm.Spec.RunStrategy == kubevirtv1.RunStrategyHalted
+		if rec.Action == api.IdleActionStopped && halted && apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not stopped when idle: record %+v, runStrategy %v, VMI: %v", demoVM, rec, vm.Spec.RunStrategy, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	events := &eventsv1.EventList{}
+	if err := admin.List(ctx, events, client.InNamespace(demoNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, e := range events.Items {
+		if e.Regarding.Name == demoVM && strings.HasPrefix(e.Reason, "IdleStop") {
+			reasons = append(reasons, e.Reason)
+		}
+	}
+	if !slices.Contains(reasons, "IdleStopPending") || !slices.Contains(reasons, "IdleStopped") {
+		t.Errorf("%s's lifecycle Events are %q; want the notice (IdleStopPending) and the stop (IdleStopped)", demoVM, reasons)
+	}
+	// As the user would after the notice: a longer timeout for the rest.
+	annotate("5m", "2m")
+
+	hc, err := rest.HTTPClientFor(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, alice.Host+"/api/v1/namespaces/"+demoNamespace+"/virtualmachines/"+demoVM+"/start", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST start as alice: %s; want 202 Accepted", resp.Status)
+	}
+	var c *websocket.Conn
+	deadline = time.Now().Add(demoStartTimeout)
+	for c == nil {
+		c, resp, err = kubecliDial(alice, demoNamespace, demoVM, "console", nil)
+		if err != nil && time.Now().After(deadline) {
+			t.Fatalf("the console after the start: %v (%s)", err, status(resp))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	defer func() { _ = c.Close() }()
+	if err := c.WriteMessage(websocket.BinaryMessage, []byte(g.send)); err != nil {
+		t.Fatal(err)
+	}
+	var got strings.Builder
+	_ = c.SetReadDeadline(time.Now().Add(guestBootTimeout))
+	for !strings.Contains(got.String(), g.want) {
+		_, p, err := c.ReadMessage()
+		if err != nil {
+			t.Fatalf("read the console after the start (got %q): %v", got.String(), err)
+		}
+		got.Write(p)
+	}
+}
+
+// demoAdmin is a client of the demo's control plane from the admin
+// kubeconfig it writes.
+func demoAdmin(t *testing.T, kubeconfig string) client.Client {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{kubevirtv1.AddToScheme, eventsv1.AddToScheme} {
+		if err := add(sch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.New(cfg, client.Options{Scheme: sch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // kubecliPeerBin is test/kubecli's kubecli-peer: $KUBECLI_PEER (make test
