@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/bridge/activity"
 	"github.com/virtstation/virtstation/bridge/auth"
 )
@@ -29,8 +31,9 @@ type keepRunningResponse struct {
 // keepRunning takes a keep-running lease on a VM for the caller, from the
 // browser's idle-stop notice: POST with an optional {"duration":"2h"}
 // (api.DefaultMaxKeepRunning without one). It is recorded in the VM's
-// activity Lease, and counts as activity now; the lifecycle controller
-// caps it with the VM's max-keep-running.
+// activity Lease, and counts as activity now. The answer is the lease
+// held: capped by the VM's own max-keep-running (the lifecycle controller
+// caps it again with the namespace's defaults).
 func (s *Server) keepRunning(w http.ResponseWriter, r *http.Request) {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
 	if p := s.checkNames(r); p != nil {
@@ -52,10 +55,12 @@ func (s *Server) keepRunning(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// No Lease for a VM that does not exist: they stay bounded by the VMs.
-	if err := s.deps.Reader.Get(r.Context(), types.NamespacedName{Namespace: ns, Name: name}, &kubevirtv1.VirtualMachine{}); err != nil {
+	vm := &kubevirtv1.VirtualMachine{}
+	if err := s.deps.Reader.Get(r.Context(), types.NamespacedName{Namespace: ns, Name: name}, vm); err != nil {
 		readProblem(err, "VirtualMachine", ns, name).write(w)
 		return
 	}
+	d = min(d, maxKeepRunning(vm))
 	until, err := s.deps.Activity.KeepRunning(r.Context(), ns, name, user.Name, d)
 	if err != nil {
 		s.deps.Log.Error(err, "keep running", "vm", ns+"/"+name)
@@ -70,6 +75,18 @@ func (s *Server) keepRunning(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(append(body, '\n'))
+}
+
+// maxKeepRunning is the longest keep-running lease vm's own annotations
+// allow (api.DefaultMaxKeepRunning without one; a value that does not
+// parse, which the webhook denies, is taken as the default).
+func maxKeepRunning(vm *kubevirtv1.VirtualMachine) time.Duration {
+	// Another annotation that does not parse leaves this one's value.
+	p, _ := api.ParseLifecycle(vm.Annotations, api.LifecycleDefaults{MaxKeepRunning: api.DefaultMaxKeepRunning}, field.NewPath("metadata", "annotations"))
+	if p.MaxKeepRunning <= 0 {
+		return api.DefaultMaxKeepRunning
+	}
+	return p.MaxKeepRunning
 }
 
 // readKeepRunning reads the request's body, at most

@@ -69,7 +69,7 @@ func (c *Controller) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		d = Decide(o)
 	}
 	if d.Action == Stop && !o.Policy.StopUnsafe {
-		o.DataLoss = DataLoss(c.stoppedSpec(ctx, &vm), c.claimPhases(ctx, vm.Namespace))
+		o.DataLoss = c.stopLoss(ctx, &vm)
 		d = Decide(o)
 	}
 	c.state.set(req.NamespacedName, o, d)
@@ -167,15 +167,20 @@ func (c *Controller) guestActive(ctx context.Context, vm *kubevirtv1.VirtualMach
 	return true
 }
 
-// stoppedSpec is the spec whose volumes a stop would drop: the running
-// VMI's, else the VM's template.
-func (c *Controller) stoppedSpec(ctx context.Context, vm *kubevirtv1.VirtualMachine) *kubevirtv1.VirtualMachineInstanceSpec {
+// stopLoss says what a stop of vm would lose, or "": the memory of a
+// paused VMI, or what DataLoss finds in the running VMI's volumes (the VM's
+// template's when the VMI is not in the cache).
+func (c *Controller) stopLoss(ctx context.Context, vm *kubevirtv1.VirtualMachine) string {
+	var spec *kubevirtv1.VirtualMachineInstanceSpec
 	var vmi kubevirtv1.VirtualMachineInstance
-	if err := c.Reader.Get(ctx, client.ObjectKeyFromObject(vm), &vmi); err == nil {
-		return &vmi.Spec
+	switch err := c.Reader.Get(ctx, client.ObjectKeyFromObject(vm), &vmi); {
+	case err == nil:
+		if why := PausedLoss(&vmi); why != "" {
+			return why
+		}
+		spec = &vmi.Spec
+	case vm.Spec.Template != nil:
+		spec = &vm.Spec.Template.Spec
 	}
-	if vm.Spec.Template != nil {
-		return &vm.Spec.Template.Spec
-	}
-	return nil
+	return DataLoss(spec, c.claimPhases(ctx, vm.Namespace))
 }

@@ -52,6 +52,18 @@ func DataLoss(spec *kubevirtv1.VirtualMachineInstanceSpec, claim ClaimPhase) str
 	return strings.Join(why, "; ")
 }
 
+// PausedLoss says why stopping vmi would lose data when it is paused
+// (virtctl pause): its memory holds what its user left, and a stop drops
+// it. "" when it is not paused.
+func PausedLoss(vmi *kubevirtv1.VirtualMachineInstance) string {
+	for _, c := range vmi.Status.Conditions {
+		if c.Type == kubevirtv1.VirtualMachineInstancePaused && c.Status == corev1.ConditionTrue {
+			return "the VMI is paused: a stop drops its memory (unpause it, or stop it yourself)"
+		}
+	}
+	return ""
+}
+
 // maxReasons is how many volumes a data-loss reason names.
 const maxReasons = 3
 

@@ -54,3 +54,21 @@ func TestDataLoss(t *testing.T) {
 		})
 	}
 }
+
+func TestPausedLoss(t *testing.T) {
+	paused := func(status corev1.ConditionStatus) *kubevirtv1.VirtualMachineInstance {
+		return &kubevirtv1.VirtualMachineInstance{Status: kubevirtv1.VirtualMachineInstanceStatus{Conditions: []kubevirtv1.VirtualMachineInstanceCondition{
+			{Type: kubevirtv1.VirtualMachineInstanceAgentConnected, Status: corev1.ConditionTrue},
+			{Type: kubevirtv1.VirtualMachineInstancePaused, Status: status},
+		}}}
+	}
+	if got := PausedLoss(paused(corev1.ConditionTrue)); !strings.Contains(got, "paused") {
+		t.Errorf("PausedLoss(paused) = %q, want a reason", got)
+	}
+	if got := PausedLoss(paused(corev1.ConditionFalse)); got != "" {
+		t.Errorf("PausedLoss(unpaused) = %q, want none", got)
+	}
+	if got := PausedLoss(&kubevirtv1.VirtualMachineInstance{}); got != "" {
+		t.Errorf("PausedLoss(no conditions) = %q, want none", got)
+	}
+}

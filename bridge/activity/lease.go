@@ -94,6 +94,21 @@ func keepRunningLease(cur *coordinationv1.Lease, namespace string, vm types.Name
 	return l
 }
 
+// heldUntil is the keep-running lease cur already records, when taking one
+// until then would extend it by less than interval: that request writes
+// nothing (a user clicking "Keep running" again and again costs one write
+// per interval), and the lease held is the answer.
+func heldUntil(cur *coordinationv1.Lease, until time.Time, interval time.Duration) (time.Time, bool) {
+	if cur == nil {
+		return time.Time{}, false
+	}
+	held, err := time.Parse(time.RFC3339, cur.Annotations[api.AnnotationKeepRunningUntil])
+	if err != nil || !held.Add(interval).After(until) {
+		return time.Time{}, false
+	}
+	return held, true
+}
+
 // LeaseVM is the VM an activity Lease is about; ok is false for any other
 // Lease, or one whose name does not match its annotations (not the
 // bridge's).

@@ -86,3 +86,36 @@ func TestActivityLease(t *testing.T) {
 		t.Error("LeaseVM accepted a Lease named for another VM")
 	}
 }
+
+// TestHeldUntil: a keep-running request that would extend the lease held
+// by less than the interval writes nothing and answers with the lease held.
+func TestHeldUntil(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	holding := func(until string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{api.AnnotationKeepRunningUntil: until}}}
+	}
+	for name, tc := range map[string]struct {
+		cur   *coordinationv1.Lease
+		until time.Time
+		write bool
+	}{
+		"no Lease":                    {cur: nil, until: t0, write: true},
+		"no lease held":               {cur: &coordinationv1.Lease{}, until: t0, write: true},
+		"a lease that does not parse": {cur: holding("tomorrow"), until: t0, write: true},
+		"the same again":              {cur: holding("2026-12-06T09:00:00Z"), until: t0, write: false},
+		"extends it by 59s":           {cur: holding("2026-12-06T09:00:00Z"), until: t0.Add(59 * time.Second), write: false},
+		"extends it by the interval":  {cur: holding("2026-12-06T09:00:00Z"), until: t0.Add(time.Minute), write: true},
+		"shorter than the lease held": {cur: holding("2026-12-06T17:00:00Z"), until: t0, write: false},
+		"an hour past the lease held": {cur: holding("2026-12-06T08:00:00Z"), until: t0, write: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			held, ok := heldUntil(tc.cur, tc.until, time.Minute)
+			if ok == tc.write {
+				t.Fatalf("heldUntil = %v, %v; want a write: %v", held, ok, tc.write)
+			}
+			if ok && held.Format(time.RFC3339) != tc.cur.Annotations[api.AnnotationKeepRunningUntil] {
+				t.Errorf("answered %v, want the lease held %s", held, tc.cur.Annotations[api.AnnotationKeepRunningUntil])
+			}
+		})
+	}
+}

@@ -262,8 +262,10 @@ func (r *Recorder) get(ctx context.Context, name string) (*coordinationv1.Lease,
 
 // KeepRunning records a keep-running lease user took on VM
 // namespace/name for d from now, which is activity now too, and returns
-// until when (to the second, as the annotation says). A write that races
-// another is retried a few times.
+// until when (to the second, as the annotation says). A request that
+// would extend the lease held by less than the Interval writes nothing and
+// returns the lease held. A write that races another is retried a few
+// times.
 func (r *Recorder) KeepRunning(ctx context.Context, namespace, name, user string, d time.Duration) (time.Time, error) {
 	vm := types.NamespacedName{Namespace: namespace, Name: name}
 	now := r.opts.Now()
@@ -274,6 +276,9 @@ func (r *Recorder) KeepRunning(ctx context.Context, namespace, name, user string
 		var cur *coordinationv1.Lease
 		if cur, err = r.get(ctx, leaseName); err != nil {
 			break
+		}
+		if held, ok := heldUntil(cur, until, r.opts.Interval); ok {
+			return held, nil
 		}
 		l := keepRunningLease(cur, r.namespace, vm, user, now, until)
 		if cur == nil {

@@ -193,6 +193,10 @@ func TestKeepRunningFromTheBrowser(t *testing.T) {
 	if l.Spec.RenewTime.Time.Before(before.Add(-time.Second)) {
 		t.Errorf("the keep-running lease is not activity: renewTime %v", l.Spec.RenewTime)
 	}
+	// "Keep running" clicked again at once: the lease held, no write.
+	if code, again := keepRunning(t, "ws1", tokens["alice"], `{"duration":"2h"}`); code != http.StatusOK || again != body {
+		t.Errorf("keep-running again: %d %s, want 200 %s", code, again, body)
+	}
 
 	for name, tc := range map[string]struct {
 		vm, user, body string
