@@ -230,3 +230,36 @@ func TestKeepRunningFromTheBrowser(t *testing.T) {
 		t.Errorf("a refused keep-running request wrote the Lease: %v", l2.Annotations)
 	}
 }
+
+// TestActivityIsSSHInput: bytes typed in an SSH session through the bridge
+// (a real sshd) are activity, recorded on the VM's Lease as SSH input.
+func TestActivityIsSSHInput(t *testing.T) {
+	hs, err := startReplica(t.Context(), "replica-activity-ssh", bridge.Options{ActivityInterval: activityInterval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hs.Close)
+	c := mustDial(t, hs.URL, vmPath("ws1", "ssh"), tokens["alice"])
+	defer func() {
+		_ = c.Close()
+		waitSessionFree(t, "ssh")
+	}()
+	send(t, c, websocket.TextMessage, hello(t, map[string]any{"user": sshd1.User, "privateKey": string(sshd1.ClientKeyPEM), "cols": 80, "rows": 24}))
+	send(t, c, websocket.BinaryMessage, "echo ready-$((6*7))\n")
+	readUntil(t, c, "ready-42")
+	stop := leaseWrites(t, api.ActivityLeaseName(userNS, "ws1"))
+	for begin := time.Now(); time.Since(begin) < 3*activityInterval; time.Sleep(100 * time.Millisecond) {
+		send(t, c, websocket.BinaryMessage, "true\n")
+	}
+	time.Sleep(activityInterval) // writes in flight land
+	got := stop()
+	ssh := 0
+	for _, s := range got {
+		if *s.HolderIdentity == "bridge ssh input" {
+			ssh++
+		}
+	}
+	if ssh == 0 || len(got) > 4 {
+		t.Fatalf("%d writes of ws1's activity Lease in 3 intervals of SSH input, %d of them SSH input; want 1 to 4, from SSH", len(got), ssh)
+	}
+}
