@@ -97,10 +97,7 @@ func (m *demoMachine) onStop(ctx context.Context, vm *kubevirtv1.VirtualMachine)
 // halt ends the running guest's sessions, powers it off, and deletes its
 // VMI and launcher pod.
 func (m *demoMachine) halt(ctx context.Context) error {
-	m.mu.Lock()
-	g := m.cur
-	m.cur = nil
-	m.mu.Unlock()
+	g := m.take()
 	if g == nil {
 		return nil
 	}
@@ -156,12 +153,17 @@ func (m *demoMachine) waitRunning(ctx context.Context) (demoGuest, error) {
 func (m *demoMachine) close(ctx context.Context) error {
 	m.op.Lock()
 	defer m.op.Unlock()
+	if g := m.take(); g != nil {
+		return g.stop(ctx)
+	}
+	return nil
+}
+
+// take is the running guest, or nil, which m no longer holds.
+func (m *demoMachine) take() demoGuest {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	g := m.cur
 	m.cur = nil
-	m.mu.Unlock()
-	if g == nil {
-		return nil
-	}
-	return g.stop(ctx)
+	return g
 }

@@ -251,18 +251,7 @@ func testDemo(t *testing.T, g demoGuestCase) {
 			t.Fatalf("open the console as kubecli does: %v (%s)", err, status(resp))
 		}
 		defer func() { _ = c.Close() }()
-		if err := c.WriteMessage(websocket.BinaryMessage, []byte(g.send)); err != nil {
-			t.Fatal(err)
-		}
-		var got strings.Builder
-		_ = c.SetReadDeadline(time.Now().Add(demoIOTimeout))
-		for !strings.Contains(got.String(), g.want) {
-			_, p, err := c.ReadMessage()
-			if err != nil {
-				t.Fatalf("read the console (got %q): %v", got.String(), err)
-			}
-			got.Write(p)
-		}
+		typeAndWait(t, c, g.send, g.want, demoIOTimeout)
 	})
 
 	// virtctl vnc --proxy-only, as kubecli's VNC(name, false) dials.
@@ -475,15 +464,22 @@ func testIdleStopAndStart(ctx context.Context, t *testing.T, adminKubeconfig str
 		time.Sleep(200 * time.Millisecond)
 	}
 	defer func() { _ = c.Close() }()
-	if err := c.WriteMessage(websocket.BinaryMessage, []byte(g.send)); err != nil {
+	typeAndWait(t, c, g.send, g.want, guestBootTimeout)
+}
+
+// typeAndWait types send on the console c and waits up to timeout for the
+// guest to write want.
+func typeAndWait(t *testing.T, c *websocket.Conn, send, want string, timeout time.Duration) {
+	t.Helper()
+	if err := c.WriteMessage(websocket.BinaryMessage, []byte(send)); err != nil {
 		t.Fatal(err)
 	}
 	var got strings.Builder
-	_ = c.SetReadDeadline(time.Now().Add(guestBootTimeout))
-	for !strings.Contains(got.String(), g.want) {
+	_ = c.SetReadDeadline(time.Now().Add(timeout))
+	for !strings.Contains(got.String(), want) {
 		_, p, err := c.ReadMessage()
 		if err != nil {
-			t.Fatalf("read the console after the start (got %q): %v", got.String(), err)
+			t.Fatalf("read the console (got %q): %v", got.String(), err)
 		}
 		got.Write(p)
 	}
