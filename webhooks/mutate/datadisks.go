@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -46,14 +47,13 @@ func diskName(serial string) string {
 // attachDataDisks attaches the disks of virtstation.io/data-disks and
 // records them; the cloud-init step mounts them.
 func attachDataDisks(m *mutation) error {
-	vm := m.in.VM
 	fld := field.NewPath("metadata", "annotations").Key(api.AnnotationDataDisks)
-	wanted, errs := api.ParseDataDisks(vm.Annotations[api.AnnotationDataDisks], fld)
+	wanted, errs := api.ParseDataDisks(m.in.VM.Annotations[api.AnnotationDataDisks], fld)
 	if len(errs) > 0 {
 		m.deny(errs, api.RuleDataDisks, "use name:/mount,… or a JSON list of {name, mountPath, type, bus, readOnly}")
 		return nil
 	}
-	if vm.Spec.Template == nil {
+	if m.in.VM.Spec.Template == nil {
 		return nil
 	}
 	if len(wanted) > 0 {
@@ -66,12 +66,42 @@ func attachDataDisks(m *mutation) error {
 			return nil
 		}
 	}
+	attach, err := m.resolveDataDisks(wanted, fld)
+	if err != nil || len(m.denied) > 0 {
+		return err
+	}
+	if err := m.checkAttachmentChange(attach); err != nil || len(m.denied) > 0 {
+		return err
+	}
+	owned := sets.New[string]()
+	for _, d := range m.prev.DataDisks {
+		owned.Insert(d.Disk)
+	}
+	for _, d := range m.oldInjected().DataDisks {
+		owned.Insert(d.Disk)
+	}
+	if m.checkDiskNames(attach, owned, fld); len(m.denied) > 0 {
+		return nil
+	}
+	if len(attach) > 0 || owned.Len() > 0 {
+		m.writeDataDisks(attach, owned)
+	}
+	if len(attach) > 0 {
+		m.injected.DataDisks = attach
+	}
+	return nil
+}
+
+// resolveDataDisks looks up each wanted disk and gives it its serial and
+// name in the VM, denying a disk that is not there or not labelled, and
+// two that would get the same serial or name.
+func (m *mutation) resolveDataDisks(wanted []api.DataDisk, fld *field.Path) ([]api.InjectedDisk, error) {
 	attach := make([]api.InjectedDisk, 0, len(wanted))
 	serials, diskNames := sets.New[string](), sets.New[string]()
 	for i, d := range wanted {
 		disk, ok, err := m.cluster.Disk(m.ctx, m.in.Namespace, d.Name)
 		if err != nil {
-			return fmt.Errorf("look up data disk %s: %w", d.Name, err)
+			return nil, fmt.Errorf("look up data disk %s: %w", d.Name, err)
 		}
 		if !ok || !disk.Labelled {
 			m.denied = append(m.denied, field.NotFound(fld.Index(i).Child("name"), d.Name))
@@ -94,58 +124,51 @@ func attachDataDisks(m *mutation) error {
 			Type: string(d.Type), Bus: d.Bus, ReadOnly: d.ReadOnly, MountPath: d.MountPath,
 		})
 	}
-	if len(m.denied) > 0 {
-		return nil
+	return attach, nil
+}
+
+// checkDiskNames denies a disk of the user's that uses a data disk's
+// serial, and a data disk whose name a disk or volume of the user's has.
+func (m *mutation) checkDiskNames(attach []api.InjectedDisk, owned sets.Set[string], fld *field.Path) {
+	serials := sets.New[string]()
+	for _, d := range attach {
+		serials.Insert(d.Serial)
 	}
-	if err := m.checkAttachmentChange(attach); err != nil || len(m.denied) > 0 {
-		return err
-	}
-	owned := sets.New[string]()
-	for _, d := range m.prev.DataDisks {
-		owned.Insert(d.Disk)
-	}
-	for _, d := range m.oldInjected().DataDisks {
-		owned.Insert(d.Disk)
-	}
-	disks, volumes := getList(m.obj, pathDisks), getList(m.obj, pathVolumes)
-	taken := names(withoutNames(disks, owned)).Union(names(withoutNames(volumes, owned)))
-	for _, d := range vm.Spec.Template.Spec.Domain.Devices.Disks {
+	spec := &m.in.VM.Spec.Template.Spec
+	taken := sets.New[string]()
+	for _, d := range spec.Domain.Devices.Disks {
+		taken.Insert(d.Name)
 		if d.Serial != "" && serials.Has(d.Serial) && !owned.Has(d.Name) {
 			m.deny(field.ErrorList{field.Duplicate(field.NewPath("spec", "template", "spec", "domain", "devices", "disks").Key(d.Name).Child("serial"), d.Serial)},
 				api.RuleDataDisks, "give your disk another serial: Virtstation uses the data disk's name")
 		}
 	}
+	for _, v := range spec.Volumes {
+		taken.Insert(v.Name)
+	}
+	taken = taken.Difference(owned)
+	taken.Delete("")
 	for _, d := range attach {
 		if taken.Has(d.Disk) {
 			m.denied = append(m.denied, field.Invalid(fld, d.Name, fmt.Sprintf(
 				"the VM already has a disk or volume named %q (rule: data-disks; fix: rename yours, Virtstation uses the vs- prefix)", d.Disk)))
 		}
 	}
-	if len(m.denied) > 0 {
-		return nil
+}
+
+// writeDataDisks puts the data disks' disks and volumes in the VM. Entries
+// keep their place: reordering disks would mark a running VM
+// RestartRequired for nothing.
+func (m *mutation) writeDataDisks(attach []api.InjectedDisk, owned sets.Set[string]) {
+	wantDisks, wantVolumes := map[string]kubevirtv1.Disk{}, map[string]kubevirtv1.Volume{}
+	order := make([]string, len(attach))
+	for i, d := range attach {
+		wantDisks[d.Disk], wantVolumes[d.Disk] = diskEntry(d), volumeEntry(d)
+		order[i] = d.Disk
 	}
-	if len(attach) > 0 || owned.Len() > 0 {
-		// Entries keep their place: reordering disks would mark a running
-		// VM RestartRequired for nothing.
-		wantDisks, wantVolumes := map[string]any{}, map[string]any{}
-		for _, d := range attach {
-			wantDisks[d.Disk], wantVolumes[d.Disk] = diskEntry(d), volumeEntry(d)
-		}
-		order := make([]string, len(attach))
-		for i, d := range attach {
-			order[i] = d.Disk
-		}
-		if err := setList(m.obj, reconcileList(disks, owned, wantDisks, order), pathDisks); err != nil {
-			return fmt.Errorf("write disks: %w", err)
-		}
-		if err := setList(m.obj, reconcileList(volumes, owned, wantVolumes, order), pathVolumes); err != nil {
-			return fmt.Errorf("write volumes: %w", err)
-		}
-	}
-	if len(attach) > 0 {
-		m.injected.DataDisks = attach
-	}
-	return nil
+	spec := &m.vm.Spec.Template.Spec
+	spec.Domain.Devices.Disks = reconcileList(spec.Domain.Devices.Disks, func(d kubevirtv1.Disk) string { return d.Name }, owned, wantDisks, order)
+	spec.Volumes = reconcileList(spec.Volumes, func(v kubevirtv1.Volume) string { return v.Name }, owned, wantVolumes, order)
 }
 
 // chooseBuses gives each entry that names no bus the architecture's
@@ -217,46 +240,48 @@ func sameAttachments(a, b []api.InjectedDisk) bool {
 	return true
 }
 
-func diskEntry(d api.InjectedDisk) map[string]any {
-	target := map[string]any{"bus": d.Bus}
-	if d.ReadOnly {
-		target["readonly"] = true
-	}
-	entry := map[string]any{"name": d.Disk}
+func diskEntry(d api.InjectedDisk) kubevirtv1.Disk {
+	target := &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBus(d.Bus), ReadOnly: d.ReadOnly}
 	if d.Type == string(api.DiskTypeCDROM) {
-		entry["cdrom"] = target
-	} else {
-		entry["disk"] = target
-		entry["serial"] = d.Serial
+		return kubevirtv1.Disk{Name: d.Disk, DiskDevice: kubevirtv1.DiskDevice{CDRom: &kubevirtv1.CDRomTarget{Bus: target.Bus, ReadOnly: cdromReadOnly(d.ReadOnly)}}}
 	}
-	return entry
+	return kubevirtv1.Disk{Name: d.Disk, DiskDevice: kubevirtv1.DiskDevice{Disk: target}, Serial: d.Serial}
 }
 
-func volumeEntry(d api.InjectedDisk) map[string]any {
+// cdromReadOnly is a CD-ROM's readonly field: set only when the entry asks.
+func cdromReadOnly(ro bool) *bool {
+	if !ro {
+		return nil
+	}
+	return &ro
+}
+
+func volumeEntry(d api.InjectedDisk) kubevirtv1.Volume {
+	v := kubevirtv1.Volume{Name: d.Disk}
 	if d.Kind == api.KindDataVolume {
-		return map[string]any{"name": d.Disk, "dataVolume": map[string]any{"name": d.Name}}
+		v.DataVolume = &kubevirtv1.DataVolumeSource{Name: d.Name}
+		return v
 	}
-	claim := map[string]any{"claimName": d.Name}
-	if d.ReadOnly {
-		claim["readOnly"] = true
+	v.PersistentVolumeClaim = &kubevirtv1.PersistentVolumeClaimVolumeSource{
+		PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: d.Name, ReadOnly: d.ReadOnly},
 	}
-	return map[string]any{"name": d.Disk, "persistentVolumeClaim": claim}
+	return v
 }
 
 // reconcileList replaces the entries of l this webhook owns with the wanted
 // ones in place, drops owned entries no longer wanted, and appends new ones
 // in order. Entries it does not own are untouched.
-func reconcileList(l []any, owned sets.Set[string], want map[string]any, order []string) []any {
-	out := make([]any, 0, len(l)+len(want))
+func reconcileList[T any](l []T, name func(T) string, owned sets.Set[string], want map[string]T, order []string) []T {
+	out := make([]T, 0, len(l)+len(want))
 	placed := sets.New[string]()
 	for _, x := range l {
-		o, ok := x.(map[string]any)
-		n, _ := o["name"].(string)
-		if !ok || !owned.Has(n) && want[n] == nil {
+		n := name(x)
+		w, wanted := want[n]
+		if !owned.Has(n) && !wanted {
 			out = append(out, x)
 			continue
 		}
-		if w, ok := want[n]; ok && !placed.Has(n) {
+		if wanted && !placed.Has(n) {
 			out = append(out, w)
 			placed.Insert(n)
 		}
@@ -264,32 +289,6 @@ func reconcileList(l []any, owned sets.Set[string], want map[string]any, order [
 	for _, n := range order {
 		if !placed.Has(n) {
 			out = append(out, want[n])
-		}
-	}
-	return out
-}
-
-// withoutNames drops the named objects from l.
-func withoutNames(l []any, drop sets.Set[string]) []any {
-	out := make([]any, 0, len(l))
-	for _, x := range l {
-		if o, ok := x.(map[string]any); ok {
-			if n, _ := o["name"].(string); drop.Has(n) {
-				continue
-			}
-		}
-		out = append(out, x)
-	}
-	return out
-}
-
-func names(l []any) sets.Set[string] {
-	out := sets.New[string]()
-	for _, x := range l {
-		if o, ok := x.(map[string]any); ok {
-			if n, _ := o["name"].(string); n != "" {
-				out.Insert(n)
-			}
 		}
 	}
 	return out

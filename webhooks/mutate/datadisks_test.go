@@ -48,13 +48,13 @@ func TestDataDiskIsTheObjectTheValidatorJudges(t *testing.T) {
 "spec":{"runStrategy":"Halted","template":{"spec":{"domain":{"devices":{}}}}}}`
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			obj, vm, err := DecodeVM([]byte(raw))
+			vm, err := DecodeVM([]byte(raw))
 			if err != nil {
 				t.Fatal(err)
 			}
 			c := NewStaticCluster(nil)
 			tc.add(c)
-			res, err := Mutate(context.Background(), Input{Operation: admissionv1.Create, Namespace: "ns", Name: "vm", Object: obj, VM: vm}, c)
+			res, err := Mutate(context.Background(), Input{Operation: admissionv1.Create, Namespace: "ns", Name: "vm", Object: []byte(raw), VM: vm}, c)
 			if err != nil {
 				t.Fatal(err)
 			}

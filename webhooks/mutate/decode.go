@@ -1,166 +1,153 @@
 package mutate
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strconv"
+	"reflect"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	sigsjson "sigs.k8s.io/json"
 )
 
-// DecodeVM decodes a VirtualMachine's JSON twice: as a generic object (what
-// the mutation edits, so unknown fields survive) and as the typed view (what
-// the mutation reads). encoding/json matches keys case-insensitively, so a
-// key like "Interfaces" would fill the typed view while the generic object
-// has no "interfaces": the two views would disagree. The API server prunes
-// such keys before admission; for other callers (render) DecodeVM rejects
-// them with the path and the key that was meant. The check is first made
-// from the Go types alone (keyCaseClean), which settles the common case;
-// only a doubtful object has its typed view encoded and compared.
-func DecodeVM(raw []byte) (map[string]any, *kubevirtv1.VirtualMachine, error) {
-	obj, err := decodeGeneric(raw, nil)
+// DecodeVM decodes a VirtualMachine's JSON as the API server does: keys
+// match the Go types' JSON names case-sensitively (sigs.k8s.io/json), and
+// a key the types do not know is left out of the typed view and kept in
+// the raw object, which the patch is made against. A key that matches a
+// known field only when case is ignored, such as "Interfaces", is refused
+// with the key that was meant: the API server never sends one (its schema
+// prunes it), and render would otherwise drop it without a word.
+func DecodeVM(raw []byte) (*kubevirtv1.VirtualMachine, error) {
+	var d vmDecoding
+	strict, err := sigsjson.UnmarshalStrict(raw, &d, sigsjson.DisallowUnknownFields)
 	if err != nil {
-		return nil, nil, fmt.Errorf("decode VirtualMachine: %w", err)
+		return nil, fmt.Errorf("decode VirtualMachine: %w", err)
 	}
-	vm := &kubevirtv1.VirtualMachine{}
-	if err := json.Unmarshal(raw, vm); err != nil {
-		return nil, nil, fmt.Errorf("decode VirtualMachine: %w", err)
-	}
-	if keyCaseClean(obj, vmType) {
-		// The common case, told from the Go types alone: the check below
-		// would pass.
-		return obj, vm, nil
-	}
-	if err := checkKeyCaseEncoded(obj, vm); err != nil {
-		return nil, nil, err
-	}
-	return obj, vm, nil
-}
-
-// checkKeyCaseEncoded runs checkKeyCase against the typed view's encoding.
-func checkKeyCaseEncoded(obj map[string]any, vm *kubevirtv1.VirtualMachine) error {
-	canonical, err := json.Marshal(vm)
-	if err != nil {
-		return fmt.Errorf("decode VirtualMachine: %w", err)
-	}
-	var typed map[string]any
-	if err := json.Unmarshal(canonical, &typed); err != nil {
-		return fmt.Errorf("decode VirtualMachine: %w", err)
-	}
-	return checkKeyCase(obj, typed, "")
-}
-
-// checkKeyCase walks raw beside the typed view's encoding and fails on a key
-// that only matches a known field when case is ignored.
-func checkKeyCase(raw, typed any, path string) error {
-	switch r := raw.(type) {
-	case map[string]any:
-		folded := make(map[string]string, len(r))
-		for k := range r {
-			lk := strings.ToLower(k)
-			if other, dup := folded[lk]; dup {
-				a, b := min(k, other), max(k, other)
-				return fmt.Errorf("decode VirtualMachine: fields %s.%s and %s.%s differ only in case", path, a, path, b)
-			}
-			folded[lk] = k
+	for _, e := range strict {
+		fe, ok := e.(sigsjson.FieldError)
+		if !ok {
+			continue
 		}
-		t, ok := typed.(map[string]any)
+		if want, ok := foldedField(vmType, fe.FieldPath()); ok {
+			return nil, fmt.Errorf("decode VirtualMachine: field .%s: keys are case-sensitive, want %q", fe.FieldPath(), want)
+		}
+	}
+	vm := &d.VirtualMachine
+	vm.Spec = d.Spec.VirtualMachineSpec
+	if t := d.Spec.Template; t != nil {
+		vm.Spec.Template = &kubevirtv1.VirtualMachineInstanceTemplateSpec{ObjectMeta: t.ObjectMeta, Spec: kubevirtv1.VirtualMachineInstanceSpec(t.Spec)}
+	}
+	return vm, nil
+}
+
+// vmDecoding is a VirtualMachine whose template spec decodes field by
+// field: kubevirtv1.VirtualMachineInstanceSpec has an UnmarshalJSON of its
+// own (it tidies DNS nameservers) that calls encoding/json, which matches
+// keys in any case and reports no unknown field. The fields shadow the
+// embedded ones of the same JSON name, as encoding/json resolves them.
+type vmDecoding struct {
+	kubevirtv1.VirtualMachine
+	Spec vmSpecDecoding `json:"spec"`
+}
+
+type vmSpecDecoding struct {
+	kubevirtv1.VirtualMachineSpec
+	Template *templateDecoding `json:"template,omitempty"`
+}
+
+type templateDecoding struct {
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// Spec has kubevirtv1.VirtualMachineInstanceSpec's fields and none of
+	// its methods.
+	Spec vmiSpecFields `json:"spec,omitempty"`
+}
+
+type vmiSpecFields kubevirtv1.VirtualMachineInstanceSpec
+
+var vmType = reflect.TypeFor[kubevirtv1.VirtualMachine]()
+
+// foldedField reports whether the unknown field at path (as sigs.k8s.io/json
+// spells it: keys joined by ".", list items as "[i]") is a field of its
+// struct in another case, and that field's JSON name. Below a map it
+// answers false: a map's keys are the user's.
+func foldedField(t reflect.Type, path string) (string, bool) {
+	keys := strings.Split(path, ".")
+	for i, seg := range keys {
+		key, _, _ := strings.Cut(seg, "[")
+		t = deref(t)
+		if t.Kind() != reflect.Struct {
+			return "", false
+		}
+		if i == len(keys)-1 {
+			_, name, ok := jsonField(t, key, true)
+			return name, ok
+		}
+		f, _, ok := jsonField(t, key, false)
+		if !ok {
+			return "", false
+		}
+		t = f
+		for range strings.Count(seg, "[") {
+			if t = deref(t); t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+				return "", false
+			}
+			t = t.Elem()
+		}
+	}
+	return "", false
+}
+
+// jsonField finds the field of struct type t that encoding/json names key
+// (fold: ignoring case), looking into embedded structs as encoding/json
+// does, and returns its type and JSON name.
+func jsonField(t reflect.Type, key string, fold bool) (reflect.Type, string, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" && f.Tag.Get("json") == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" && deref(f.Type).Kind() == reflect.Struct {
+			if ft, n, ok := jsonField(deref(f.Type), key, fold); ok {
+				return ft, n, true
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if name == key || fold && strings.EqualFold(name, key) {
+			return f.Type, name, true
+		}
+	}
+	return nil, "", false
+}
+
+func deref(t reflect.Type) reflect.Type {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
+// rawValue is the value at path in the raw JSON object as encoding/json
+// decodes it into an any (numbers as float64), or nil: a value as the user
+// wrote it, where the typed view keeps only its meaning.
+func rawValue(raw json.RawMessage, path ...string) any {
+	for _, k := range path {
+		obj, ok := rawObject(raw)
 		if !ok {
 			return nil
 		}
-		for k, v := range r {
-			if tv, ok := t[k]; ok {
-				if err := checkKeyCase(v, tv, path+"."+k); err != nil {
-					return err
-				}
-				continue
-			}
-			for tk := range t {
-				if strings.EqualFold(tk, k) {
-					return fmt.Errorf("decode VirtualMachine: field %s%s: keys are case-sensitive, want %q", path, "."+k, tk)
-				}
-			}
-		}
-	case []any:
-		t, ok := typed.([]any)
-		if !ok || len(t) != len(r) {
-			return nil
-		}
-		for i := range r {
-			if err := checkKeyCase(r[i], t[i], path+"["+strconv.Itoa(i)+"]"); err != nil {
-				return err
-			}
-		}
+		raw = obj[k]
 	}
-	return nil
-}
-
-// rawPaths are the subtrees of a VM that the mutation neither reads nor
-// writes, and where a VM's bulk is: DecodeVM keeps them as raw JSON
-// (json.RawMessage) instead of decoding them into maps, which cost several
-// times their bytes. Patch compares them as bytes.
-var rawPaths = [][]string{
-	{"status"},
-	{"metadata", "managedFields"},
-	{"spec", "template", "metadata"},
-	{"spec", "dataVolumeTemplates"},
-}
-
-// decodeGeneric decodes the JSON object raw at path prefix into a generic
-// map, keeping rawPaths below it as raw JSON.
-func decodeGeneric(raw []byte, prefix []string) (map[string]any, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return nil, err
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return nil
 	}
-	if fields == nil {
-		return nil, nil
-	}
-	out := make(map[string]any, len(fields))
-	for k, v := range fields {
-		path := append(prefix[:len(prefix):len(prefix)], k)
-		var err error
-		switch rawPathKind(path) {
-		case rawKeep:
-			out[k] = v
-		case rawAbove:
-			if trimmed := bytes.TrimLeft(v, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '{' {
-				out[k], err = decodeGeneric(v, path)
-				break
-			}
-			fallthrough
-		default:
-			var x any
-			err = json.Unmarshal(v, &x)
-			out[k] = x
-		}
-		if err != nil {
-			return nil, err
-		}
-		delete(fields, k) // its bytes are garbage once decoded
-	}
-	return out, nil
-}
-
-// Kinds of path for decodeGeneric.
-const (
-	rawNone  = iota // decode it
-	rawKeep         // keep it as raw JSON
-	rawAbove        // a raw path lies below it
-)
-
-func rawPathKind(path []string) int {
-	kind := rawNone
-	for _, r := range rawPaths {
-		switch {
-		case len(r) == len(path) && slices.Equal(r, path):
-			return rawKeep
-		case len(r) > len(path) && slices.Equal(r[:len(path)], path):
-			kind = rawAbove
-		}
-	}
-	return kind
+	return v
 }

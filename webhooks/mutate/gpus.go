@@ -9,17 +9,18 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/api"
 )
 
 var (
-	pathGPUs        = []string{"spec", "template", "spec", "domain", "devices", "gpus"}
-	pathHostDevices = []string{"spec", "template", "spec", "domain", "devices", "hostDevices"}
-	pathResources   = []string{"spec", "template", "spec", "domain", "resources"}
+	pathGPUs      = []string{"spec", "template", "spec", "domain", "devices", "gpus"}
+	pathResources = []string{"spec", "template", "spec", "domain", "resources"}
 )
 
 // addGPUs keeps gpus[] in line with virtstation.io/gpus and moves `*/gpu`
@@ -41,125 +42,164 @@ func addGPUs(m *mutation) error {
 	if m.in.VM.Spec.Template == nil {
 		return nil
 	}
-	moved, movedCount, values, ok := m.takeGPUResources()
+	moved, ok := m.takeGPUResources()
 	if !ok {
 		return nil
 	}
-	total := 0
+	total := moved.total()
 	for _, r := range reqs {
 		total += r.Count
-	}
-	for _, n := range movedCount {
-		total += n
 	}
 	if total > api.MaxGPUs {
 		m.deny(field.ErrorList{field.TooMany(field.NewPath(pathGPUs[0], pathGPUs[1:]...), total, api.MaxGPUs)}, api.RuleGPUs,
 			fmt.Sprintf("ask for at most %d GPUs in %s and the */gpu keys of domain.resources together", api.MaxGPUs, api.AnnotationGPUs))
 		return nil
 	}
+	devices := &m.vm.Spec.Template.Spec.Domain.Devices
+	p := newGPUPlan(m.prev.GPUs, devices.GPUs, reqs, moved)
+	p.moveKeys(moved, devices.HostDevices)
+	p.addRequested()
+	if rec := p.record(m.prev.GPUs, moved); rec != nil {
+		m.injected.GPUs = rec
+	}
+	devices.GPUs = p.gpus
+	return nil
+}
 
-	gpus := getList(m.obj, pathGPUs)
-	ours := sets.New[string]()
-	if m.prev.GPUs != nil {
-		for _, g := range m.prev.GPUs.Added {
-			ours.Insert(g.Name)
+// movedKeys are the `*/gpu` keys takeGPUResources took from
+// domain.resources: sorted, with how many gpus[] entries each becomes and
+// the values the user gave.
+type movedKeys struct {
+	keys   []string
+	counts map[string]int
+	values map[string]api.MovedGPUResource
+}
+
+func (mv movedKeys) total() int {
+	n := 0
+	for _, c := range mv.counts {
+		n += c
+	}
+	return n
+}
+
+// gpuPlan is gpus[] being brought in line with the annotation and the
+// moved keys.
+type gpuPlan struct {
+	gpus []kubevirtv1.GPU
+	// ours are the entries the annotation made.
+	ours    sets.Set[string]
+	hadOurs bool
+	// want and have count entries per device: wanted by the annotation,
+	// and there (the user's, ours, and those the moved keys are about to
+	// add).
+	want, have map[string]int
+	devices    sets.Set[string]
+	// earlier are the moves an earlier admission made (earlierMoves).
+	earlier map[string]api.MovedGPUResource
+	records []api.MovedGPUResource
+	namer   *gpuNamer
+}
+
+func newGPUPlan(prev *api.InjectedGPUs, gpus []kubevirtv1.GPU, reqs []api.GPURequest, moved movedKeys) *gpuPlan {
+	p := &gpuPlan{ours: sets.New[string](), want: map[string]int{}, have: map[string]int{}, devices: sets.New[string]()}
+	if prev != nil {
+		for _, g := range prev.Added {
+			p.ours.Insert(g.Name)
 		}
 	}
-	hadOurs := ours.Len() > 0
-	want := map[string]int{}
-	devices := sets.New[string]()
+	p.hadOurs = p.ours.Len() > 0
 	for _, r := range reqs {
-		want[r.DeviceName] = r.Count
-		devices.Insert(r.DeviceName)
+		p.want[r.DeviceName] = r.Count
+		p.devices.Insert(r.DeviceName)
 	}
 	// Entries an earlier admission made from a key that comes again (kubectl
 	// apply sends the user's requests back) are that key's entries still.
-	earlier := earlierMoves(m.prev.GPUs, gpus)
-	// have counts every entry per device: the user's, ours, and the ones
-	// the resource keys are about to add.
-	have := map[string]int{}
+	p.earlier = earlierMoves(prev, gpus)
 	for _, g := range gpus {
-		if o, ok := g.(map[string]any); ok {
-			have[str(o["deviceName"])]++
-		}
+		p.have[g.DeviceName]++
 	}
-	for k, n := range movedCount {
-		have[k] += n - len(earlier[k].Entries)
+	for k, n := range moved.counts {
+		p.have[k] += n - len(p.earlier[k].Entries)
 	}
-	gpus = dropSurplusGPUs(gpus, want, have, ours)
+	p.gpus = dropSurplusGPUs(gpus, p.want, p.have, p.ours)
+	return p
+}
 
-	namer := newGPUNamer(gpus, getList(m.obj, pathHostDevices))
-	var records []api.MovedGPUResource
+// moveKeys gives each moved key its entries: those an earlier admission
+// made for it, then new ones; surplus earlier entries go.
+func (p *gpuPlan) moveKeys(moved movedKeys, hostDevices []kubevirtv1.HostDevice) {
+	p.namer = newGPUNamer(p.gpus, hostDevices)
 	surplus := sets.New[string]()
-	for _, k := range moved {
-		rec := values[k]
-		reuse := earlier[k].Entries
-		if n := movedCount[k]; len(reuse) > n {
+	for _, k := range moved.keys {
+		rec := moved.values[k]
+		reuse := p.earlier[k].Entries
+		if n := moved.counts[k]; len(reuse) > n {
 			surplus.Insert(reuse[n:]...)
 			reuse = reuse[:n]
 		}
 		rec.Entries = slices.Clone(reuse)
-		for len(rec.Entries) < movedCount[k] {
-			name := namer.next()
-			gpus = append(gpus, map[string]any{"name": name, "deviceName": k})
+		for len(rec.Entries) < moved.counts[k] {
+			name := p.namer.next()
+			p.gpus = append(p.gpus, kubevirtv1.GPU{Name: name, DeviceName: k})
 			rec.Entries = append(rec.Entries, name)
 		}
-		records = append(records, rec)
+		p.records = append(p.records, rec)
 	}
 	if surplus.Len() > 0 {
-		gpus = slices.DeleteFunc(gpus, func(g any) bool { return surplus.Has(gpuName(g)) })
+		p.gpus = slices.DeleteFunc(p.gpus, func(g kubevirtv1.GPU) bool { return surplus.Has(g.Name) })
 	}
-	for _, dev := range sets.List(devices) {
-		for ; have[dev] < want[dev]; have[dev]++ {
-			name := namer.next()
-			gpus = append(gpus, map[string]any{"name": name, "deviceName": dev})
-			ours.Insert(name)
+}
+
+// addRequested adds the entries the annotation asks for and gpus[] lacks.
+func (p *gpuPlan) addRequested() {
+	for _, dev := range sets.List(p.devices) {
+		for ; p.have[dev] < p.want[dev]; p.have[dev]++ {
+			name := p.namer.next()
+			p.gpus = append(p.gpus, kubevirtv1.GPU{Name: name, DeviceName: dev})
+			p.ours.Insert(name)
 		}
 	}
+}
 
+// record is what the plan did, nil for nothing.
+func (p *gpuPlan) record(prev *api.InjectedGPUs, moved movedKeys) *api.InjectedGPUs {
 	var added []api.InjectedGPU
-	for _, g := range gpus {
-		if o, ok := g.(map[string]any); ok && ours.Has(str(o["name"])) {
-			added = append(added, api.InjectedGPU{Name: str(o["name"]), DeviceName: str(o["deviceName"])})
+	for _, g := range p.gpus {
+		if p.ours.Has(g.Name) {
+			added = append(added, api.InjectedGPU{Name: g.Name, DeviceName: g.DeviceName})
 		}
 	}
 	// Earlier moves of keys that did not come again stay on record.
-	for _, k := range sets.List(sets.KeySet(earlier)) {
-		if _, again := movedCount[k]; !again {
-			records = append(records, earlier[k])
+	records := p.records
+	for _, k := range sets.List(sets.KeySet(p.earlier)) {
+		if _, again := moved.counts[k]; !again {
+			records = append(records, p.earlier[k])
 		}
 	}
 	sort.Slice(records, func(i, j int) bool { return records[i].Key < records[j].Key })
-	if m.prev.GPUs != nil {
-		moved = sets.List(sets.New(moved...).Insert(m.prev.GPUs.MovedResources...))
+	keys := moved.keys
+	if prev != nil {
+		keys = sets.List(sets.New(keys...).Insert(prev.MovedResources...))
 	}
-	if len(added) > 0 || len(moved) > 0 {
-		m.injected.GPUs = &api.InjectedGPUs{Added: added, MovedResources: moved, Moved: records}
-	}
-	if len(reqs) == 0 && len(moved) == 0 && !hadOurs {
+	if len(added) == 0 && len(keys) == 0 {
 		return nil
 	}
-	if len(gpus) == 0 {
-		unstructuredRemove(m.obj, pathGPUs)
-		return nil
-	}
-	return setList(m.obj, gpus, pathGPUs)
+	return &api.InjectedGPUs{Added: added, MovedResources: keys, Moved: records}
 }
 
 // earlierMoves is the record's moves, by key, each keeping only the
 // entries gpus still has for that key; a move that had entries and has none
 // left is dropped (the user removed the GPUs). A key of 0 devices has none
 // and stays.
-func earlierMoves(prev *api.InjectedGPUs, gpus []any) map[string]api.MovedGPUResource {
+func earlierMoves(prev *api.InjectedGPUs, gpus []kubevirtv1.GPU) map[string]api.MovedGPUResource {
 	out := map[string]api.MovedGPUResource{}
 	if prev == nil {
 		return out
 	}
 	present := sets.New[string]()
 	for _, g := range gpus {
-		if o, ok := g.(map[string]any); ok {
-			present.Insert(str(o["name"]) + "\x00" + str(o["deviceName"]))
-		}
+		present.Insert(g.Name + "\x00" + g.DeviceName)
 	}
 	for _, mv := range prev.Moved {
 		if _, dup := out[mv.Key]; dup || mv.Key == "" {
@@ -190,49 +230,23 @@ func releaseGPUs(m *mutation) {
 	if prev == nil || m.in.VM.Spec.Template == nil {
 		return
 	}
-	gpus := getList(m.obj, pathGPUs)
+	devices := &m.vm.Spec.Template.Spec.Domain.Devices
 	drop := sets.New[string]()
 	for _, g := range prev.Added {
 		drop.Insert(g.Name + "\x00" + g.DeviceName)
 	}
-	moves := earlierMoves(prev, gpus)
+	moves := earlierMoves(prev, devices.GPUs)
 	for _, mv := range moves {
 		for _, e := range mv.Entries {
 			drop.Insert(e + "\x00" + mv.Key)
 		}
 	}
-	kept := slices.DeleteFunc(slices.Clone(gpus), func(g any) bool {
-		o, _ := g.(map[string]any)
-		return drop.Has(str(o["name"]) + "\x00" + str(o["deviceName"]))
-	})
-	if len(kept) != len(gpus) {
-		if len(kept) == 0 {
-			unstructuredRemove(m.obj, pathGPUs)
-		} else if err := setList(m.obj, kept, pathGPUs); err != nil {
-			m.warnings = append(m.warnings, fmt.Sprintf("virtstation: GPUs not released: %v", err))
-			return
-		}
+	devices.GPUs = slices.DeleteFunc(devices.GPUs, func(g kubevirtv1.GPU) bool { return drop.Has(g.Name + "\x00" + g.DeviceName) })
+	if len(devices.GPUs) == 0 {
+		devices.GPUs = nil
 	}
 	for _, k := range sets.List(sets.KeySet(moves)) {
-		mv := moves[k]
-		for part, raw := range map[string]json.RawMessage{"requests": mv.Request, "limits": mv.Limit} {
-			if len(raw) == 0 {
-				continue
-			}
-			var v any
-			if err := json.Unmarshal(raw, &v); err != nil {
-				m.warnings = append(m.warnings, fmt.Sprintf("virtstation: %s.%s[%s] not given back: the record's value does not parse: %v", strings.Join(pathResources, "."), part, k, err))
-				continue
-			}
-			list, err := ensureObject(m.obj, append(slices.Clone(pathResources), part))
-			if err != nil {
-				m.warnings = append(m.warnings, fmt.Sprintf("virtstation: %s.%s[%s] not given back: %v", strings.Join(pathResources, "."), part, k, err))
-				continue
-			}
-			if _, mine := list[k]; !mine && v != nil {
-				list[k] = v
-			}
-		}
+		m.giveBackGPUKey(moves[k])
 	}
 	recorded := sets.New[string]()
 	for _, mv := range prev.Moved {
@@ -247,33 +261,53 @@ func releaseGPUs(m *mutation) {
 	}
 }
 
-// gpuName is the name of a gpus[] entry.
-func gpuName(g any) string {
-	o, _ := g.(map[string]any)
-	return str(o["name"])
+// giveBackGPUKey puts a moved key back in domain.resources with the
+// values the user gave, unless the user put the key back.
+func (m *mutation) giveBackGPUKey(mv api.MovedGPUResource) {
+	res := &m.vm.Spec.Template.Spec.Domain.Resources
+	for _, part := range []struct {
+		name string
+		raw  json.RawMessage
+		list *corev1.ResourceList
+	}{{"limits", mv.Limit, &res.Limits}, {"requests", mv.Request, &res.Requests}} {
+		if len(part.raw) == 0 || string(part.raw) == "null" {
+			continue
+		}
+		var q resource.Quantity
+		if err := json.Unmarshal(part.raw, &q); err != nil {
+			m.warnings = append(m.warnings, fmt.Sprintf("virtstation: %s.%s[%s] not given back: the record's value does not parse: %v", strings.Join(pathResources, "."), part.name, mv.Key, err))
+			continue
+		}
+		if *part.list == nil {
+			*part.list = corev1.ResourceList{}
+		}
+		if _, mine := (*part.list)[corev1.ResourceName(mv.Key)]; !mine {
+			(*part.list)[corev1.ResourceName(mv.Key)] = q
+		}
+	}
 }
 
 // dropSurplusGPUs removes the entries this webhook added (ours) for a
 // device that has more than want, newest first, in one pass. Entries the
 // user wrote are never removed. It updates have and ours.
-func dropSurplusGPUs(gpus []any, want, have map[string]int, ours sets.Set[string]) []any {
+func dropSurplusGPUs(gpus []kubevirtv1.GPU, want, have map[string]int, ours sets.Set[string]) []kubevirtv1.GPU {
 	drop := make([]bool, len(gpus))
 	dropped := false
 	for i := len(gpus) - 1; i >= 0; i-- {
-		o, ok := gpus[i].(map[string]any)
-		if !ok || !ours.Has(str(o["name"])) {
+		g := gpus[i]
+		if !ours.Has(g.Name) {
 			continue
 		}
-		if dev := str(o["deviceName"]); have[dev] > want[dev] {
+		if have[g.DeviceName] > want[g.DeviceName] {
 			drop[i], dropped = true, true
-			have[dev]--
-			ours.Delete(str(o["name"]))
+			have[g.DeviceName]--
+			ours.Delete(g.Name)
 		}
 	}
 	if !dropped {
 		return gpus
 	}
-	kept := make([]any, 0, len(gpus))
+	kept := make([]kubevirtv1.GPU, 0, len(gpus))
 	for i, g := range gpus {
 		if !drop[i] {
 			kept = append(kept, g)
@@ -290,8 +324,16 @@ type gpuNamer struct {
 	n     int
 }
 
-func newGPUNamer(gpus, hostDevices []any) *gpuNamer {
-	return &gpuNamer{taken: names(gpus).Union(names(hostDevices))}
+func newGPUNamer(gpus []kubevirtv1.GPU, hostDevices []kubevirtv1.HostDevice) *gpuNamer {
+	taken := sets.New[string]()
+	for _, g := range gpus {
+		taken.Insert(g.Name)
+	}
+	for _, h := range hostDevices {
+		taken.Insert(h.Name)
+	}
+	taken.Delete("")
+	return &gpuNamer{taken: taken}
 }
 
 // next is the first free gpuN from the counter on.
@@ -307,71 +349,85 @@ func (g *gpuNamer) next() string {
 }
 
 // takeGPUResources removes the `<vendor>/gpu` keys from domain.resources
-// requests and limits and returns them, sorted, with how many gpus[]
-// entries each becomes (the larger of request and limit). values holds what
-// the user gave for each key: the record keeps it with the entries, so that
-// releasing the VM turns them back into the key. Each value must be a whole number from 0 to
-// api.MaxGPUs, and there are at most api.MaxGPUs such keys; ok is false when
-// the admission is denied.
-func (m *mutation) takeGPUResources() (keys []string, counts map[string]int, values map[string]api.MovedGPUResource, ok bool) {
-	res, _ := getMap(m.obj, pathResources)
-	if res == nil {
-		return nil, nil, nil, true
+// requests and limits and returns them (movedKeys). The values are read
+// as the user wrote them, from the request's object: the record keeps
+// them with the entries, so that releasing the VM turns them back into
+// the key, and denials quote them. Each value must be a whole number from
+// 0 to api.MaxGPUs, and there are at most api.MaxGPUs such keys; ok is
+// false when the admission is denied.
+func (m *mutation) takeGPUResources() (movedKeys, bool) {
+	res := &m.vm.Spec.Template.Spec.Domain.Resources
+	if !hasGPUKey(res.Requests) && !hasGPUKey(res.Limits) {
+		return movedKeys{}, true
 	}
+	written, _ := rawValue(m.in.Object, pathResources...).(map[string]any)
 	fld := field.NewPath(pathResources[0], pathResources[1:]...)
-	counts = map[string]int{}
-	values = map[string]api.MovedGPUResource{}
-	ok = true
-	for _, part := range []string{"requests", "limits"} {
-		list, _ := res[part].(map[string]any)
-		for _, k := range sortedKeys(list) {
+	mv := movedKeys{counts: map[string]int{}, values: map[string]api.MovedGPUResource{}}
+	ok := true
+	for _, part := range []struct {
+		name string
+		list *corev1.ResourceList
+	}{{"requests", &res.Requests}, {"limits", &res.Limits}} {
+		values, _ := written[part.name].(map[string]any)
+		for _, k := range sortedKeys(*part.list) {
 			if !strings.HasSuffix(k, "/gpu") {
 				continue
 			}
-			v := list[k]
-			n, err := gpuCount(v)
-			if err != nil {
-				m.deny(field.ErrorList{field.Invalid(fld.Child(part).Key(k), shortValue(v), err.Error())}, api.RuleGPUs,
-					fmt.Sprintf("give a whole number of devices from 0 to %d, e.g. \"1\"", api.MaxGPUs))
+			if !m.takeGPUKey(mv, part.name, k, values[k], fld) {
 				ok = false
-				continue
 			}
-			raw, err := json.Marshal(v)
-			if err != nil {
-				// v was decoded from JSON, so it encodes; guard all the same.
-				m.deny(field.ErrorList{field.Invalid(fld.Child(part).Key(k), shortValue(v), "not a JSON value")}, api.RuleGPUs, "give a number of devices, e.g. \"1\"")
-				ok = false
-				continue
-			}
-			rec := values[k]
-			rec.Key = k
-			if part == "requests" {
-				rec.Request = raw
-			} else {
-				rec.Limit = raw
-			}
-			values[k] = rec
-			counts[k] = max(counts[k], n)
-			delete(list, k)
+			delete(*part.list, corev1.ResourceName(k))
 		}
-		if list != nil && len(list) == 0 {
-			delete(res, part)
+		if len(*part.list) == 0 {
+			*part.list = nil
 		}
 	}
-	if len(counts) > api.MaxGPUs {
-		m.deny(field.ErrorList{field.TooMany(fld, len(counts), api.MaxGPUs)}, api.RuleGPUs,
+	if len(mv.counts) > api.MaxGPUs {
+		m.deny(field.ErrorList{field.TooMany(fld, len(mv.counts), api.MaxGPUs)}, api.RuleGPUs,
 			fmt.Sprintf("use at most %d distinct */gpu resource keys", api.MaxGPUs))
 		ok = false
 	}
 	if !ok {
-		return nil, nil, nil, false
+		return movedKeys{}, false
 	}
-	keys = make([]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
+	mv.keys = sortedKeys(mv.counts)
+	return mv, true
+}
+
+// takeGPUKey records one `*/gpu` key of part (requests or limits) with the
+// value v the user wrote; false when it is denied.
+func (m *mutation) takeGPUKey(mv movedKeys, part, k string, v any, fld *field.Path) bool {
+	n, err := gpuCount(v)
+	if err != nil {
+		m.deny(field.ErrorList{field.Invalid(fld.Child(part).Key(k), shortValue(v), err.Error())}, api.RuleGPUs,
+			fmt.Sprintf("give a whole number of devices from 0 to %d, e.g. \"1\"", api.MaxGPUs))
+		return false
 	}
-	sort.Strings(keys)
-	return keys, counts, values, true
+	raw, err := json.Marshal(v)
+	if err != nil {
+		// v was decoded from JSON, so it encodes; guard all the same.
+		m.deny(field.ErrorList{field.Invalid(fld.Child(part).Key(k), shortValue(v), "not a JSON value")}, api.RuleGPUs, "give a number of devices, e.g. \"1\"")
+		return false
+	}
+	rec := mv.values[k]
+	rec.Key = k
+	if part == "requests" {
+		rec.Request = raw
+	} else {
+		rec.Limit = raw
+	}
+	mv.values[k] = rec
+	mv.counts[k] = max(mv.counts[k], n)
+	return true
+}
+
+func hasGPUKey(l corev1.ResourceList) bool {
+	for k := range l {
+		if strings.HasSuffix(string(k), "/gpu") {
+			return true
+		}
+	}
+	return false
 }
 
 // shortValue is v for a denial, or a placeholder when it is too long to
@@ -402,9 +458,4 @@ func gpuCount(v any) (int, error) {
 		return 0, errors.New("must be a whole number of devices")
 	}
 	return int(n), nil
-}
-
-func str(v any) string {
-	s, _ := v.(string)
-	return s
 }

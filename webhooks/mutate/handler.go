@@ -2,12 +2,11 @@ package mutate
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -66,57 +65,34 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if req.Kind.Group != kubevirtv1.GroupVersion.Group || req.Kind.Kind != kubevirtv1.VirtualMachineGroupVersionKind.Kind {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("this webhook mutates kubevirt.io VirtualMachines, not %s", req.Kind.String()))
 	}
-	in, err := decodeInput(req)
+	out, err := Admit(ctx, h.request(req), h.cluster)
+	if derr := (*DecodeError)(nil); errors.As(err, &derr) {
+		return admission.Errored(http.StatusBadRequest, derr)
+	}
 	if err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
-	}
-	if in.VM.DeletionTimestamp != nil {
-		// Nothing to plumb on a VM being deleted; never block its finalizers.
-		return admission.Allowed("")
-	}
-	if h.revision != nil {
-		in.PolicyRevision = h.revision()
-	}
-	res, err := Mutate(ctx, in, h.cluster)
-	if err != nil {
-		logf.FromContext(ctx).Error(err, "mutation failed", "uid", req.UID, "namespace", in.Namespace, "name", in.Name)
+		logf.FromContext(ctx).Error(err, "mutation failed", "uid", req.UID, "namespace", req.Namespace, "name", req.Name)
 		return admit.Internal(req.UID, "mutate the VirtualMachine")
 	}
+	if out.Skipped {
+		return admission.Allowed("")
+	}
+	res := out.Result
 	if len(res.Denied) > 0 {
 		resp := admit.Deny(res.Denied)
 		resp.Warnings = res.Warnings
 		return resp
 	}
-	// The patch is the diff of the decoded request object and the mutated
-	// one (what PatchResponseFromRaw would compute from their bytes).
-	ops, err := Patch(in.Object, res.Object)
-	if err != nil {
-		logf.FromContext(ctx).Error(err, "build patch", "uid", req.UID, "namespace", in.Namespace, "name", in.Name)
-		return admit.Internal(req.UID, "build the patch")
-	}
-	resp := admit.Patched(ops)
+	resp := admit.Patched(res.Patch)
 	resp.Warnings = res.Warnings
 	return resp
 }
 
-// decodeInput reads the request's object (and old object on UPDATE).
-func decodeInput(req admission.Request) (Input, error) {
-	in := Input{Operation: req.Operation, Namespace: req.Namespace, Name: req.Name, RequestUID: string(req.UID), Now: time.Now()}
-	var err error
-	if in.Object, in.VM, err = DecodeVM(req.Object.Raw); err != nil {
-		return Input{}, err
+// request is req with the webhook's clock and policy revision.
+func (h *Handler) request(req admission.Request) Request {
+	r := Request{Operation: req.Operation, Namespace: req.Namespace, Name: req.Name, UID: string(req.UID),
+		Object: req.Object.Raw, OldObject: req.OldObject.Raw, Now: time.Now()}
+	if h.revision != nil {
+		r.PolicyRevision = h.revision()
 	}
-	if in.Name == "" {
-		in.Name = in.VM.Name
-	}
-	if in.Namespace == "" {
-		in.Namespace = in.VM.Namespace
-	}
-	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
-		in.OldVM = &kubevirtv1.VirtualMachine{}
-		if err := json.Unmarshal(req.OldObject.Raw, in.OldVM); err != nil {
-			return Input{}, fmt.Errorf("decode old VirtualMachine: %w", err)
-		}
-	}
-	return in, nil
+	return r
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/api"
 )
@@ -48,33 +49,34 @@ type listLimit struct {
 	path []string
 	max  int
 	fix  string
+	// length is the list's length in a template spec.
+	length func(*kubevirtv1.VirtualMachineInstanceSpec) int
 }
 
 // kubevirtListLimits are the lists the steps add to, with KubeVirt v1.9.0's
 // maxItems for each.
 var kubevirtListLimits = []listLimit{
-	{pathDisks, api.MaxDisks, "attach fewer data disks, or remove disks of your own"},
-	{pathVolumes, api.MaxVolumes, "attach fewer data disks, or remove volumes of your own"},
-	{pathAccessCredentials, api.MaxAccessCredentials, "remove an accessCredentials entry of your own, or the virtstation.io/ssh-user annotation"},
+	{pathDisks, api.MaxDisks, "attach fewer data disks, or remove disks of your own",
+		func(s *kubevirtv1.VirtualMachineInstanceSpec) int { return len(s.Domain.Devices.Disks) }},
+	{pathVolumes, api.MaxVolumes, "attach fewer data disks, or remove volumes of your own",
+		func(s *kubevirtv1.VirtualMachineInstanceSpec) int { return len(s.Volumes) }},
+	{pathAccessCredentials, api.MaxAccessCredentials, "remove an accessCredentials entry of your own, or the virtstation.io/ssh-user annotation",
+		func(s *kubevirtv1.VirtualMachineInstanceSpec) int { return len(s.AccessCredentials) }},
 }
 
 // checkListLimits denies a mutation that takes one of KubeVirt's bounded
 // lists past its limit. A list that was already too long in the request is
 // KubeVirt's to deny, with its own message.
 func checkListLimits(m *mutation) error {
+	if m.in.VM.Spec.Template == nil {
+		return nil
+	}
 	for _, l := range kubevirtListLimits {
-		before, after := listLen(m.in.Object, l.path), listLen(m.obj, l.path)
+		before, after := l.length(&m.in.VM.Spec.Template.Spec), l.length(&m.vm.Spec.Template.Spec)
 		if after > l.max && after > before {
 			m.deny(field.ErrorList{field.TooMany(field.NewPath(l.path[0], l.path[1:]...), after, l.max)}, ruleLimits,
 				fmt.Sprintf("%s: Virtstation's additions would take it past KubeVirt's limit", l.fix))
 		}
 	}
 	return nil
-}
-
-// listLen is the length of the list at path, without copying it.
-func listLen(obj map[string]any, path []string) int {
-	parent, _ := getMap(obj, path[:len(path)-1])
-	l, _ := parent[path[len(path)-1]].([]any)
-	return len(l)
 }

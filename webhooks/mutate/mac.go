@@ -104,25 +104,12 @@ func pinMAC(m *mutation) error {
 		return err
 	}
 	if target.addDefault {
-		if err := m.addDefaultInterface(); err != nil {
-			return err
-		}
+		m.addDefaultInterface()
 		if record != nil {
 			record.AddedInterface = true
 		}
 	}
-	ifaces := getList(m.obj, pathInterfaces)
-	iface, ok := listItem(ifaces, target.index, target.name)
-	if !ok {
-		// DecodeVM keeps the typed and generic views in step; this only
-		// guards against a caller that did not use it.
-		m.warnings = append(m.warnings, fmt.Sprintf("virtstation: MAC not pinned: interface %q not found in the object as sent", target.name))
-		return nil
-	}
-	iface["macAddress"] = addr.String()
-	if err := setList(m.obj, ifaces, pathInterfaces); err != nil {
-		return fmt.Errorf("set mac address: %w", err)
-	}
+	m.vm.Spec.Template.Spec.Domain.Devices.Interfaces[target.index].MacAddress = addr.String()
 	m.injected.MAC = record
 	return nil
 }
@@ -139,15 +126,7 @@ func (m *mutation) keepStoredMAC() error {
 	if old == nil {
 		return nil
 	}
-	ifaces := getList(m.obj, pathInterfaces)
-	iface, ok := listItem(ifaces, target.index, target.name)
-	if !ok {
-		return nil
-	}
-	iface["macAddress"] = old.String()
-	if err := setList(m.obj, ifaces, pathInterfaces); err != nil {
-		return fmt.Errorf("keep mac address: %w", err)
-	}
+	m.vm.Spec.Template.Spec.Domain.Devices.Interfaces[target.index].MacAddress = old.String()
 	return nil
 }
 
@@ -303,14 +282,11 @@ func (m *mutation) otherOwners(addr net.HardwareAddr, self types.NamespacedName)
 
 // addDefaultInterface writes the interface and network KubeVirt would
 // auto-attach, with masquerade binding, so the MAC has a place to go.
-func (m *mutation) addDefaultInterface() error {
-	iface := []any{map[string]any{"name": defaultInterface, "masquerade": map[string]any{}}}
-	network := []any{map[string]any{"name": defaultInterface, "pod": map[string]any{}}}
-	if err := setList(m.obj, iface, pathInterfaces); err != nil {
-		return fmt.Errorf("add default interface: %w", err)
-	}
-	if err := setList(m.obj, network, pathNetworks); err != nil {
-		return fmt.Errorf("add default network: %w", err)
-	}
-	return nil
+func (m *mutation) addDefaultInterface() {
+	spec := &m.vm.Spec.Template.Spec
+	spec.Domain.Devices.Interfaces = []kubevirtv1.Interface{{
+		Name:                   defaultInterface,
+		InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Masquerade: &kubevirtv1.InterfaceMasquerade{}},
+	}}
+	spec.Networks = []kubevirtv1.Network{{Name: defaultInterface, NetworkSource: kubevirtv1.NetworkSource{Pod: &kubevirtv1.PodNetwork{}}}}
 }

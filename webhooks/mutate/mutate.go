@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	jsonpatchapply "github.com/evanphx/json-patch/v5"
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -27,10 +29,11 @@ type Input struct {
 	RequestUID string
 	// PolicyRevision, when set, is recorded in virtstation.io/policy-revision.
 	PolicyRevision string
-	// Object is the request's object as decoded JSON. Mutate works on a deep
-	// copy and never changes it.
-	Object map[string]any
-	// VM is the typed view of Object, for reading.
+	// Object is the request's object as sent, the JSON the patch applies
+	// to. Fields the Go types do not know live only here.
+	Object json.RawMessage
+	// VM is Object decoded by DecodeVM. Mutate works on a copy and never
+	// changes it.
 	VM *kubevirtv1.VirtualMachine
 	// OldVM is the stored object on UPDATE, nil otherwise.
 	OldVM *kubevirtv1.VirtualMachine
@@ -41,8 +44,15 @@ type Input struct {
 
 // Result is the outcome of a mutation.
 type Result struct {
-	// Object is the mutated object.
+	// Patch turns Input.Object into the mutated object; empty when nothing
+	// changes or the admission is denied.
+	Patch []jsonpatch.Operation
+	// Object is Input.Object with Patch applied, decoded: what the API
+	// server stores. Mutate fills it; the webhook answers with Patch alone.
 	Object map[string]any
+	// VM is the mutated typed view (fields the Go types do not know are
+	// in Object only); nil when denied.
+	VM *kubevirtv1.VirtualMachine
 	// Injected is what the webhook did, as also recorded in the annotation.
 	Injected api.Injected
 	// Warnings explain what was skipped; they go back as admission warnings.
@@ -55,9 +65,11 @@ type Result struct {
 type mutation struct {
 	ctx     context.Context
 	cluster Cluster
-	in      Input
-	// obj is the object being built.
-	obj map[string]any
+	// in is the admission; in.VM is what the steps read: the VM as sent
+	// (on a released VM, without the virtstation.io/ annotations).
+	in Input
+	// vm is the VM the steps write, a copy of the request's.
+	vm *kubevirtv1.VirtualMachine
 	// prev is the record a previous admission left on the object.
 	prev     api.Injected
 	injected api.Injected
@@ -74,12 +86,12 @@ type mutation struct {
 	released bool
 }
 
-// step is one concern of the mutation. It edits m.obj and m.injected, adds
+// step is one concern of the mutation. It edits m.vm and m.injected, adds
 // warnings or denials, and returns an error only for internal faults.
 type step func(m *mutation) error
 
-// steps run in order. Each reads the typed request (m.in.VM) and owns
-// distinct fields of the object.
+// steps run in order. Each reads the request (m.in.VM) and owns distinct
+// fields of m.vm.
 var steps = []step{
 	pinMAC,
 	attachDataDisks,
@@ -92,16 +104,24 @@ var steps = []step{
 	checkSecretNames,
 }
 
-// Mutate applies every step to a copy of the input object. It is a pure
-// function of the input and what cluster reports, and idempotent: mutating
-// its result again yields the same object.
+// Mutate runs the steps on a copy of the input VM and returns the patch
+// and the object it makes. It is a pure function of the input and what
+// cluster reports, and idempotent: mutating its result again yields the
+// same object.
 func Mutate(ctx context.Context, in Input, cluster Cluster) (Result, error) {
-	m := &mutation{
-		ctx:     ctx,
-		cluster: cluster,
-		in:      in,
-		obj:     copyForMutation(in.Object),
+	res, err := mutateVM(ctx, in, cluster)
+	if err != nil || len(res.Denied) > 0 {
+		return res, err
 	}
+	if res.Object, err = applyPatch(in.Object, res.Patch); err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// mutateVM is Mutate without the patched object: what the webhook needs.
+func mutateVM(ctx context.Context, in Input, cluster Cluster) (Result, error) {
+	m := &mutation{ctx: ctx, cluster: cluster, in: in, vm: copyForMutation(in.VM)}
 	if in.VM.Labels[api.LabelManaged] != api.LabelTrue {
 		release(m)
 	}
@@ -130,85 +150,81 @@ func Mutate(ctx context.Context, in Input, cluster Cluster) (Result, error) {
 	if len(m.denied) > 0 {
 		return Result{Denied: m.denied, Warnings: m.warnings}, nil
 	}
+	if err := m.writeRecord(); err != nil {
+		return Result{}, err
+	}
+	ops, err := patchFor(in.Object, in.VM, m.vm)
+	if err != nil {
+		return Result{}, fmt.Errorf("build patch: %w", err)
+	}
+	return Result{Patch: ops, VM: m.vm, Injected: m.injected, Warnings: m.warnings}, nil
+}
+
+// writeRecord writes virtstation.io/injected and the policy revision.
+func (m *mutation) writeRecord() error {
 	record := ""
 	if !m.injected.IsZero() {
 		b, err := json.Marshal(m.injected)
 		if err != nil {
-			return Result{}, fmt.Errorf("encode injected record: %w", err)
+			return fmt.Errorf("encode injected record: %w", err)
 		}
 		record = string(b)
 	}
-	if err := setAnnotation(m.obj, api.AnnotationInjected, record); err != nil {
-		return Result{}, fmt.Errorf("write injected record: %w", err)
+	setAnnotation(m.vm, api.AnnotationInjected, record)
+	switch {
+	case m.released:
+		setAnnotation(m.vm, api.AnnotationPolicyRevision, "")
+	case m.in.PolicyRevision != "":
+		setAnnotation(m.vm, api.AnnotationPolicyRevision, m.in.PolicyRevision)
 	}
-	if m.released {
-		if err := setAnnotation(m.obj, api.AnnotationPolicyRevision, ""); err != nil {
-			return Result{}, fmt.Errorf("remove policy revision: %w", err)
-		}
-	} else if in.PolicyRevision != "" {
-		if err := setAnnotation(m.obj, api.AnnotationPolicyRevision, in.PolicyRevision); err != nil {
-			return Result{}, fmt.Errorf("write policy revision: %w", err)
-		}
-	}
-	return Result{Object: m.obj, Injected: m.injected, Warnings: m.warnings}, nil
+	return nil
 }
 
-// mutablePaths are the only subtrees the steps write to. copyForMutation
-// deep-copies them and shares the rest of the object (status, the template's
-// metadata, dataVolumeTemplates, managedFields, …) with the input: a VM's
-// bulk is there, and copying it would double an admission's memory for
-// nothing. A step that writes elsewhere must add its path here;
-// TestMutateSteps checks that Mutate leaves its input alone.
-var mutablePaths = [][]string{pathAnnotations, {"spec", "template", "spec"}}
-
-// copyForMutation copies obj for the steps to edit: the maps on the way to
-// each of mutablePaths are copied one level, the subtrees at mutablePaths
-// deeply, and everything else is shared with obj.
-func copyForMutation(obj map[string]any) map[string]any {
-	out := maps.Clone(obj)
-	for _, path := range mutablePaths {
-		parent := out
-		for i, k := range path {
-			child, ok := parent[k].(map[string]any)
-			if !ok {
-				break
-			}
-			if i == len(path)-1 {
-				parent[k] = deepCopyJSON(child)
-				break
-			}
-			// A spine map shared by two paths is cloned twice: the second
-			// clone copies the first, never the input.
-			child = maps.Clone(child)
-			parent[k] = child
-			parent = child
-		}
-	}
-	return out
+// copyForMutation copies vm for the steps to edit: the annotations and the
+// template (the mutableView) deeply, the rest (status, dataVolumeTemplates,
+// managedFields, …) shared with vm: a VM's bulk is there, and copying it
+// would double an admission's memory for nothing.
+func copyForMutation(vm *kubevirtv1.VirtualMachine) *kubevirtv1.VirtualMachine {
+	out := *vm
+	out.Annotations = maps.Clone(vm.Annotations)
+	out.Spec.Template = vm.Spec.Template.DeepCopy()
+	return &out
 }
 
-// deepCopyJSON copies a decoded JSON value.
-func deepCopyJSON(v map[string]any) map[string]any {
-	out := make(map[string]any, len(v))
-	for k, x := range v {
-		out[k] = copyValue(x)
+// setAnnotation sets or, for an empty value, removes one annotation.
+func setAnnotation(vm *kubevirtv1.VirtualMachine, key, value string) {
+	if value == "" {
+		delete(vm.Annotations, key)
+		return
 	}
-	return out
+	if vm.Annotations == nil {
+		vm.Annotations = map[string]string{}
+	}
+	vm.Annotations[key] = value
 }
 
-func copyValue(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		return deepCopyJSON(t)
-	case []any:
-		out := make([]any, len(t))
-		for i, x := range t {
-			out[i] = copyValue(x)
+// applyPatch is raw with ops applied, decoded, as the API server applies
+// the webhook's answer.
+func applyPatch(raw []byte, ops []jsonpatch.Operation) (map[string]any, error) {
+	out := raw
+	if len(ops) > 0 {
+		b, err := json.Marshal(ops)
+		if err != nil {
+			return nil, fmt.Errorf("encode patch: %w", err)
 		}
-		return out
-	default:
-		return t
+		p, err := jsonpatchapply.DecodePatch(b)
+		if err != nil {
+			return nil, fmt.Errorf("decode patch: %w", err)
+		}
+		if out, err = p.Apply(raw); err != nil {
+			return nil, fmt.Errorf("apply patch: %w", err)
+		}
 	}
+	var obj map[string]any
+	if err := json.Unmarshal(out, &obj); err != nil {
+		return nil, fmt.Errorf("decode patched object: %w", err)
+	}
+	return obj, nil
 }
 
 // deny adds field errors, naming the rule and the fix in each.

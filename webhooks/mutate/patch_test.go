@@ -8,11 +8,12 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 )
 
-// applyPatch applies ops to raw and returns the decoded result.
-func applyPatch(t testing.TB, raw []byte, ops any) any {
+// applyOps applies ops to raw and returns the decoded result, as the API
+// server applies the webhook's patch.
+func applyOps(t testing.TB, raw []byte, ops any) any {
 	t.Helper()
 	b, err := json.Marshal(ops)
 	if err != nil {
@@ -24,7 +25,7 @@ func applyPatch(t testing.TB, raw []byte, ops any) any {
 	}
 	out, err := p.Apply(raw)
 	if err != nil {
-		t.Fatalf("apply patch %s: %v", b, err)
+		t.Fatalf("apply patch %s to %s: %v", b, raw, err)
 	}
 	var v any
 	if err := json.Unmarshal(out, &v); err != nil {
@@ -33,47 +34,33 @@ func applyPatch(t testing.TB, raw []byte, ops any) any {
 	return v
 }
 
-// asDecoded is v encoded and decoded again, as the API server would store it.
-func asDecoded(t testing.TB, v any) any {
+// checkPatch asserts that the mutation's patch applies to the request as
+// sent (every path and list index valid there), yields the mutated object,
+// and carries exactly the typed view's changes: the mutated object, decoded
+// again, has the typed VM the steps made.
+func checkPatch(t testing.TB, raw []byte, in Input, res Result) {
 	t.Helper()
-	b, err := json.Marshal(v)
+	if got := applyOps(t, raw, res.Patch); !reflect.DeepEqual(got, any(res.Object)) {
+		t.Fatalf("patched request differs from the mutated object:\npatch %s\ngot  %s\nwant %s", toJSON(res.Patch), toJSON(got), toJSON(res.Object))
+	}
+	vm, err := DecodeVM([]byte(mustJSON(t, res.Object)))
 	if err != nil {
-		t.Fatalf("encode: %v", err)
+		t.Fatalf("mutated object does not decode: %v", err)
 	}
-	var out any
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatalf("decode: %v", err)
-	}
-	return out
-}
-
-// checkPatch asserts that Patch(original of raw, mutated), applied to raw,
-// yields mutated, and yields what the byte diff controller-runtime's
-// PatchResponseFromRaw computes yields.
-func checkPatch(t testing.TB, raw []byte, original, mutated map[string]any) {
-	t.Helper()
-	ops, err := Patch(original, mutated)
-	if err != nil {
-		t.Fatalf("Patch: %v", err)
-	}
-	got := applyPatch(t, raw, ops)
-	if want := asDecoded(t, mutated); !reflect.DeepEqual(got, want) {
-		t.Fatalf("patched request differs from the mutated object:\npatch %s\ngot  %s\nwant %s", toJSON(ops), toJSON(got), toJSON(want))
-	}
-	out, err := json.Marshal(mutated)
+	got, err := viewOf(vm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byBytes := admission.PatchResponseFromRaw(raw, out)
-	if !byBytes.Allowed {
-		t.Fatalf("PatchResponseFromRaw: %v", byBytes.Result)
+	want, err := viewOf(res.VM)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if old := applyPatch(t, raw, byBytes.Patches); !reflect.DeepEqual(got, old) {
-		t.Fatalf("patched request differs from PatchResponseFromRaw's:\ngot  %s\nwant %s", toJSON(got), toJSON(old))
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the patched object's typed view differs from the mutated VM:\ngot  %s\nwant %s", toJSON(got), toJSON(want))
 	}
-	again, err := Patch(original, mutated)
-	if err != nil || !reflect.DeepEqual(again, ops) {
-		t.Fatalf("Patch is not deterministic: %v\n%s\n%s", err, toJSON(ops), toJSON(again))
+	again, err := patchFor(in.Object, in.VM, res.VM)
+	if err != nil || toJSON(again) != toJSON(res.Patch) {
+		t.Fatalf("the patch is not deterministic: %v\n%s\n%s", err, toJSON(res.Patch), toJSON(again))
 	}
 }
 
@@ -89,7 +76,8 @@ func TestPatchReproducesMutation(t *testing.T) {
 		if len(res.Denied) > 0 {
 			t.Skip("denied")
 		}
-		checkPatch(t, []byte(vm), in.Object, res.Object)
+		checkPatch(t, []byte(vm), in, res)
+		checkWritesOnlyTheView(t, in.VM, res.VM)
 	}
 	for name, tc := range mutateCases() {
 		t.Run("mutate/"+name, func(t *testing.T) {
@@ -103,52 +91,108 @@ func TestPatchReproducesMutation(t *testing.T) {
 	}
 }
 
-// TestPatch covers the diff's shapes on objects the mutation would not
-// produce: every pair must patch the first into the second, as the byte
-// diff does.
-func TestPatch(t *testing.T) {
-	cases := map[string]struct{ from, to string }{
-		"equal":                    {`{"a":1,"b":[1,{"c":null}]}`, `{"a":1,"b":[1,{"c":null}]}`},
-		"add and remove keys":      {`{"a":1,"b":2}`, `{"b":2,"c":{"d":[]}}`},
-		"keys to escape":           {`{"a/b":1,"c~d":{"e/~f":2}}`, `{"a/b":3,"c~d":{"e/~f":4,"~":5}}`},
-		"list grows":               {`{"l":[1,2]}`, `{"l":[1,2,{"x":3},4]}`},
-		"list shrinks":             {`{"l":[1,2,3,4]}`, `{"l":[1,{"y":2}]}`},
-		"type changes":             {`{"a":{"b":1},"c":[1],"d":"s","e":null}`, `{"a":[1],"c":{"b":1},"d":2,"e":{"f":true}}`},
-		"value to null":            {`{"a":{"b":1},"c":2}`, `{"a":null,"c":null}`},
-		"unknown fields untouched": {`{"spec":{"future":{"x":[1,2]},"known":1}}`, `{"spec":{"future":{"x":[1,2]},"known":2}}`},
-		"numbers written long":     {`{"a":1.0,"b":1e2,"c":0.5}`, `{"a":1,"b":100,"c":0.25}`},
-		"empty to full":            {`{}`, `{"metadata":{"annotations":{"k":"v"}}}`},
+// checkWritesOnlyTheView fails when the steps changed the VM outside
+// mutableView, which the patch would not carry.
+func checkWritesOnlyTheView(t testing.TB, before, after *kubevirtv1.VirtualMachine) {
+	t.Helper()
+	strip := func(vm *kubevirtv1.VirtualMachine) string {
+		c := vm.DeepCopy()
+		c.Annotations = nil
+		if c.Spec.Template != nil {
+			c.Spec.Template.Spec = kubevirtv1.VirtualMachineInstanceSpec{}
+		}
+		return mustJSON(t, c)
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			var from, to map[string]any
-			if err := json.Unmarshal([]byte(tc.from), &from); err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal([]byte(tc.to), &to); err != nil {
-				t.Fatal(err)
-			}
-			checkPatch(t, []byte(tc.from), from, to)
-		})
+	if a, b := strip(before), strip(after); a != b {
+		t.Fatalf("the steps wrote outside the mutable view:\nbefore %s\nafter  %s", a, b)
 	}
 }
 
-// TestPatchGoValues: a step may put Go values that are not decoded JSON
-// (typed maps and slices, integers) into the object; they compare by their
-// encoding.
-func TestPatchGoValues(t *testing.T) {
-	raw := []byte(`{"a":{"x":"1"},"b":[1,2],"c":3,"d":{"keep":true}}`)
-	var from map[string]any
-	if err := json.Unmarshal(raw, &from); err != nil {
-		t.Fatal(err)
+// TestPatchCarriesChanges covers the patch's shapes on raw objects the
+// typed view does not show whole: every case must carry the change from
+// before to after onto raw, and leave what the types do not know alone.
+func TestPatchCarriesChanges(t *testing.T) {
+	const spec = `"spec":{"template":{"spec":`
+	cases := map[string]struct {
+		raw string
+		// edit changes the typed VM as a step would.
+		edit func(vm *kubevirtv1.VirtualMachine)
+		want string
+	}{
+		"nothing changes": {
+			raw:  `{"metadata":{"name":"a"},` + spec + `{"domain":{"devices":{}},"future":1}}}}`,
+			edit: func(*kubevirtv1.VirtualMachine) {},
+			want: `{"metadata":{"name":"a"},` + spec + `{"domain":{"devices":{}},"future":1}}}}`,
+		},
+		"parents the raw object lacks are added with only what changed": {
+			raw: `{` + spec + `{}}}}`,
+			edit: func(vm *kubevirtv1.VirtualMachine) {
+				vm.Annotations = map[string]string{"a": "b"}
+				vm.Spec.Template.Spec.Domain.Devices.Interfaces = []kubevirtv1.Interface{{Name: "default"}}
+			},
+			want: `{"metadata":{"annotations":{"a":"b"}},` + spec + `{"domain":{"devices":{"interfaces":[{"name":"default"}]}}}}}}`,
+		},
+		"unknown fields of an edited item stay": {
+			raw: `{` + spec + `{"domain":{"devices":{"interfaces":[{"name":"a","future":[1,{"b":null}]}]}}}}}}`,
+			edit: func(vm *kubevirtv1.VirtualMachine) {
+				vm.Spec.Template.Spec.Domain.Devices.Interfaces[0].MacAddress = "02:00:00:00:00:01"
+			},
+			want: `{` + spec + `{"domain":{"devices":{"interfaces":[{"name":"a","future":[1,{"b":null}],"macAddress":"02:00:00:00:00:01"}]}}}}}}`,
+		},
+		"unknown fields move with their item when an item before it goes": {
+			raw: `{` + spec + `{"domain":{"devices":{"gpus":[{"name":"gpu0","deviceName":"x"},{"name":"mine","deviceName":"y","future":true}]}}}}}}`,
+			edit: func(vm *kubevirtv1.VirtualMachine) {
+				vm.Spec.Template.Spec.Domain.Devices.GPUs = vm.Spec.Template.Spec.Domain.Devices.GPUs[1:]
+			},
+			want: `{` + spec + `{"domain":{"devices":{"gpus":[{"name":"mine","deviceName":"y","future":true}]}}}}}}`,
+		},
+		"unnamed items are carried by equality": {
+			raw: `{` + spec + `{"accessCredentials":[{"sshPublicKey":{"source":{"secret":{"secretName":"ours"}},"propagationMethod":{"qemuGuestAgent":{"users":["u"]}}}},{"sshPublicKey":{"source":{"secret":{"secretName":"mine"}},"propagationMethod":{"noCloud":{}}},"future":"x"}]}}}}`,
+			edit: func(vm *kubevirtv1.VirtualMachine) {
+				vm.Spec.Template.Spec.AccessCredentials = vm.Spec.Template.Spec.AccessCredentials[1:]
+			},
+			want: `{` + spec + `{"accessCredentials":[{"sshPublicKey":{"source":{"secret":{"secretName":"mine"}},"propagationMethod":{"noCloud":{}}},"future":"x"}]}}}}`,
+		},
+		"numbers and quantities keep the user's spelling": {
+			raw: `{` + spec + `{"domain":{"resources":{"requests":{"memory":"1024Mi"}}},"future":1.0}}}}`,
+			edit: func(vm *kubevirtv1.VirtualMachine) {
+				vm.Annotations = map[string]string{"a": "b"}
+			},
+			want: `{"metadata":{"annotations":{"a":"b"}},` + spec + `{"domain":{"resources":{"requests":{"memory":"1024Mi"}}},"future":1.0}}}}`,
+		},
+		"keys to escape": {
+			raw: `{"metadata":{"annotations":{"a/b":"1","c~d":"2"}}}`,
+			edit: func(vm *kubevirtv1.VirtualMachine) {
+				vm.Annotations["a/b"] = "3"
+				delete(vm.Annotations, "c~d")
+			},
+			want: `{"metadata":{"annotations":{"a/b":"3"}}}`,
+		},
+		"the last annotation goes with the map": {
+			raw:  `{"metadata":{"annotations":{"a":"1"},"labels":{"x":"y"}}}`,
+			edit: func(vm *kubevirtv1.VirtualMachine) { vm.Annotations = nil },
+			want: `{"metadata":{"labels":{"x":"y"}}}`,
+		},
 	}
-	to := map[string]any{"a": map[string]string{"x": "1"}, "b": []int{1, 3}, "c": 3, "d": map[string]bool{"keep": true}}
-	checkPatch(t, raw, from, to)
-	ops, err := Patch(from, to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ops) != 1 || ops[0].Operation != "replace" || ops[0].Path != "/b/1" {
-		t.Fatalf("Patch = %s, want only the changed item replaced", toJSON(ops))
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			before, err := DecodeVM([]byte(tc.raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := copyForMutation(before)
+			tc.edit(after)
+			ops, err := patchFor([]byte(tc.raw), before, after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want any
+			if err := json.Unmarshal([]byte(tc.want), &want); err != nil {
+				t.Fatal(err)
+			}
+			if got := applyOps(t, []byte(tc.raw), ops); !reflect.DeepEqual(got, want) {
+				t.Fatalf("patch %s gives\n%s\nwant\n%s", toJSON(ops), toJSON(got), toJSON(want))
+			}
+		})
 	}
 }

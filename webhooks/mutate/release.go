@@ -23,7 +23,7 @@ import (
 
 // release marks m released and presents the steps with the VM as if it
 // had no virtstation.io/ annotations but the record: each step then takes
-// the path that undoes what it injected. m.obj keeps the annotations the
+// the path that undoes what it injected. m.vm keeps the annotations the
 // user left; they are the user's fields.
 func release(m *mutation) {
 	m.released = true

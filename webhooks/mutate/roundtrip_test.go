@@ -31,7 +31,7 @@ func admitOnce(t *testing.T, g stepGolden) (in Input, first Result, cluster *Sta
 }
 
 // updateInput is an UPDATE of the stored object stored with obj.
-func updateInput(t *testing.T, in Input, obj, stored map[string]any) Input {
+func updateInput(t *testing.T, in Input, obj, stored any) Input {
 	t.Helper()
 	up := mutateInput(t, admissionv1.Update, mustJSON(t, obj), mustJSON(t, stored))
 	up.Namespace, up.Name = in.Namespace, in.Name
@@ -84,7 +84,7 @@ func TestMutateStepsIdempotentOnUpdate(t *testing.T) {
 // annotations a user writes (the MAC setting stays: a pinned MAC is never
 // rewritten, by design). keepRecord keeps the virtstation.io/injected record,
 // as kubectl apply does (the user never applied it).
-func withoutVirtstationAnnotations(obj map[string]any, keepRecord bool) map[string]any {
+func withoutVirtstationAnnotations(obj any, keepRecord bool) map[string]any {
 	out := deepCopyJSON(obj)
 	md, _ := out["metadata"].(map[string]any)
 	ann, _ := md["annotations"].(map[string]any)
@@ -104,7 +104,7 @@ func withoutVirtstationAnnotations(obj map[string]any, keepRecord bool) map[stri
 // releasedVM is obj without the virtstation.io/managed label and every
 // virtstation.io/ annotation; keepRecord keeps virtstation.io/injected, as
 // kubectl apply does.
-func releasedVM(obj map[string]any, keepRecord bool) map[string]any {
+func releasedVM(obj any, keepRecord bool) map[string]any {
 	out := deepCopyJSON(obj)
 	md, _ := out["metadata"].(map[string]any)
 	if labels, ok := md["labels"].(map[string]any); ok {
@@ -253,7 +253,7 @@ func TestMutateUserDataAroundTheInlineLimit(t *testing.T) {
 					t.Fatal(err)
 				}
 				assertSameAdmission(t, "the reinvocation", again, first)
-				for what, obj := range map[string]map[string]any{"the stored VM": first.Object, "the manifest": in.Object} {
+				for what, obj := range map[string]any{"the stored VM": first.Object, "the manifest": in.Object} {
 					up, err := Mutate(stepContext, updateInput(t, in, obj, first.Object), cluster)
 					if err != nil {
 						t.Fatal(err)

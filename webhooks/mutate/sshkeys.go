@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/sshkeys"
@@ -43,7 +44,7 @@ func setSSHKeys(m *mutation) error {
 	if guestAgent {
 		ourUsers = append(ourUsers, setting.User)
 	}
-	creds, removed := withoutOurCredentials(getList(m.obj, pathAccessCredentials), secretName, ourUsers)
+	creds, removed := withoutOurCredentials(m.vm.Spec.Template.Spec.AccessCredentials, secretName, ourUsers)
 	if guestAgent && m.in.Name != "" {
 		if i := sourcing(creds, secretName); i >= 0 {
 			m.denied = append(m.denied, field.Forbidden(field.NewPath("spec", "template", "spec", "accessCredentials").Index(i).Child("sshPublicKey", "source", "secret", "secretName"), fmt.Sprintf(
@@ -54,7 +55,7 @@ func setSSHKeys(m *mutation) error {
 	}
 	if setting.User == "" {
 		if removed {
-			return m.writeCredentials(creds)
+			m.writeCredentials(creds)
 		}
 		return nil
 	}
@@ -65,19 +66,14 @@ func setSSHKeys(m *mutation) error {
 		// the cloud-config part of the VM's user-data Secret.
 		m.keysInCloudInit = true
 		if removed {
-			if err := m.writeCredentials(creds); err != nil {
-				return err
-			}
+			m.writeCredentials(creds)
 		}
 	default:
 		if m.in.Name == "" {
 			m.warnings = append(m.warnings, "virtstation: SSH keys not set up: the keys Secret is named after the VM, and a VM created with generateName has no name yet; apply it again once named")
 			return nil
 		}
-		creds = append(creds, ourCredential(secretName, setting.User))
-		if err := m.writeCredentials(creds); err != nil {
-			return err
-		}
+		m.writeCredentials(append(creds, ourCredential(secretName, setting.User)))
 		// The sshkeys reconciler writes the Secret from the stored VM; the
 		// VM's first start waits for it (KubeVirt mounts it).
 		rec.Secret = secretName
@@ -86,29 +82,28 @@ func setSSHKeys(m *mutation) error {
 	return nil
 }
 
-func (m *mutation) writeCredentials(creds []any) error {
+func (m *mutation) writeCredentials(creds []kubevirtv1.AccessCredential) {
 	if len(creds) == 0 {
-		unstructuredRemove(m.obj, pathAccessCredentials)
-		return nil
+		creds = nil
 	}
-	return setList(m.obj, creds, pathAccessCredentials)
+	m.vm.Spec.Template.Spec.AccessCredentials = creds
 }
 
 // ourCredential is the accessCredentials entry the webhook writes.
-func ourCredential(secretName, user string) map[string]any {
-	return map[string]any{
-		"sshPublicKey": map[string]any{
-			"source":            map[string]any{"secret": map[string]any{"secretName": secretName}},
-			"propagationMethod": map[string]any{"qemuGuestAgent": map[string]any{"users": []any{user}}},
+func ourCredential(secretName, user string) kubevirtv1.AccessCredential {
+	return kubevirtv1.AccessCredential{SSHPublicKey: &kubevirtv1.SSHPublicKeyAccessCredential{
+		Source: kubevirtv1.SSHPublicKeyAccessCredentialSource{Secret: &kubevirtv1.AccessCredentialSecretSource{SecretName: secretName}},
+		PropagationMethod: kubevirtv1.SSHPublicKeyAccessCredentialPropagationMethod{
+			QemuGuestAgent: &kubevirtv1.QemuGuestAgentSSHPublicKeyAccessCredentialPropagation{Users: []string{user}},
 		},
-	}
+	}}
 }
 
 // withoutOurCredentials drops the accessCredentials entries equal to
 // ourCredential(secretName, u) for one of users; removed says whether
 // there were any.
-func withoutOurCredentials(creds []any, secretName string, users []string) ([]any, bool) {
-	out := make([]any, 0, len(creds))
+func withoutOurCredentials(creds []kubevirtv1.AccessCredential, secretName string, users []string) ([]kubevirtv1.AccessCredential, bool) {
+	out := make([]kubevirtv1.AccessCredential, 0, len(creds))
 	removed := false
 	for _, c := range creds {
 		if slices.ContainsFunc(users, func(u string) bool { return reflect.DeepEqual(c, ourCredential(secretName, u)) }) {
@@ -121,13 +116,9 @@ func withoutOurCredentials(creds []any, secretName string, users []string) ([]an
 }
 
 // sourcing is the index of the first entry sourcing Secret secretName, or -1.
-func sourcing(creds []any, secretName string) int {
+func sourcing(creds []kubevirtv1.AccessCredential, secretName string) int {
 	for i, c := range creds {
-		o, _ := c.(map[string]any)
-		key, _ := o["sshPublicKey"].(map[string]any)
-		src, _ := key["source"].(map[string]any)
-		sec, _ := src["secret"].(map[string]any)
-		if str(sec["secretName"]) == secretName {
+		if k := c.SSHPublicKey; k != nil && k.Source.Secret != nil && k.Source.Secret.SecretName == secretName {
 			return i
 		}
 	}

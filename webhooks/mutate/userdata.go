@@ -3,10 +3,13 @@ package mutate
 import (
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/cloudinit"
@@ -20,8 +23,6 @@ const cloudInitVolume = "vs-cloudinit"
 // UserDataSecretName is the per-VM Secret holding merged user-data, written
 // by the userdata reconciler.
 func UserDataSecretName(vm string) string { return userdata.SecretName(vm) }
-
-var cloudInitSources = []string{"cloudInitNoCloud", "cloudInitConfigDrive"}
 
 // mergeCloudInit puts Virtstation's cloud-config part (data-disk mounts,
 // cloudInit SSH keys) next to the user's own user-data, which is kept byte
@@ -45,34 +46,20 @@ func mergeCloudInit(m *mutation) error {
 	if prev == nil {
 		prev = m.oldInjected().CloudInit
 	}
-	volumes := getList(m.obj, pathVolumes)
-	idx, kind := findCloudInit(volumes)
+	spec := &m.vm.Spec.Template.Spec
+	idx := findCloudInit(spec.Volumes)
 	if part.IsZero() && !m.keysInCloudInit {
-		return m.unmergeCloudInit(volumes, idx, kind, prev)
+		return m.unmergeCloudInit(idx, prev)
 	}
 	rec := &api.InjectedCloudInit{}
 	if idx < 0 {
-		name := freeName(cloudInitVolume, names(volumes).Union(names(getList(m.obj, pathDisks))))
-		volumes = append(volumes, map[string]any{"name": name, "cloudInitNoCloud": map[string]any{}})
-		idx, kind = len(volumes)-1, "cloudInitNoCloud"
-		disks := append(getList(m.obj, pathDisks), map[string]any{"name": name, "disk": map[string]any{"bus": "virtio"}})
-		if err := setList(m.obj, disks, pathDisks); err != nil {
-			return fmt.Errorf("add cloud-init disk: %w", err)
-		}
+		idx = m.addCloudInitVolume()
 		rec.AddedVolume = true
-	} else if prev != nil && prev.AddedVolume && volumeName(volumes[idx]) == prev.Volume {
+	} else if prev != nil && prev.AddedVolume && spec.Volumes[idx].Name == prev.Volume {
 		rec.AddedVolume = true
 	}
-	vol, ok := volumes[idx].(map[string]any)
-	if !ok { // findCloudInit finds only objects
-		return fmt.Errorf("cloud-init volume %d is not an object", idx)
-	}
-	rec.Volume = str(vol["name"])
-	src, _ := vol[kind].(map[string]any)
-	if src == nil {
-		src = map[string]any{}
-		vol[kind] = src
-	}
+	rec.Volume = spec.Volumes[idx].Name
+	src, kind := sourceOf(&spec.Volumes[idx])
 	fld := field.NewPath("spec", "template", "spec", "volumes").Index(idx).Child(kind)
 	user, ok := m.userSource(src, prev, fld)
 	if !ok {
@@ -83,62 +70,104 @@ func mergeCloudInit(m *mutation) error {
 	if err != nil {
 		return err
 	}
-	clearUserData(src)
-	switch {
-	case fits:
-		for k, v := range inline {
-			src[k] = v
-		}
-		if err := setAnnotation(m.obj, api.AnnotationUserData, ""); err != nil {
-			return fmt.Errorf("remove %s: %w", api.AnnotationUserData, err)
-		}
-	case m.in.Name == "":
-		m.denied = append(m.denied, field.Forbidden(field.NewPath("spec", "template", "spec", "volumes").Index(idx),
-			"the merged cloud-init user-data needs a per-VM Secret, which is named after the VM, and a VM created with generateName has no name yet (rule: cloud-init; fix: give the VM a name)"))
+	src.clear()
+	if fits {
+		*src.data, *src.base64 = inline.data, inline.base64
+		setAnnotation(m.vm, api.AnnotationUserData, "")
+	} else if !m.inSecret(src, user, rec, idx, fld) {
 		return nil
-	case user.SecretRef == UserDataSecretName(m.in.Name):
-		// Admitted before the annotation existed, with the user's data
-		// inside Virtstation's Secret: the reconciler splits it out.
-		rec.Secret = user.SecretRef
-		src["secretRef"] = map[string]any{"name": rec.Secret}
-	default:
-		if saved := user.String(); len(saved) > api.MaxUserDataAnnotationBytes {
-			m.deny(field.ErrorList{field.TooLong(fld.Child("userData"), "", api.MaxUserDataAnnotationBytes)}, api.RuleCloudInit, fmt.Sprintf(
-				"your inline user-data does not fit KubeVirt's %d-byte inline limit once merged, and is kept in annotation %s, which holds at most %d bytes: put it in a Secret of your own and name it in secretRef",
-				api.MaxInlineUserData, api.AnnotationUserData, api.MaxUserDataAnnotationBytes))
-			return nil
-		} else if err := setAnnotation(m.obj, api.AnnotationUserData, saved); err != nil {
-			return fmt.Errorf("write %s: %w", api.AnnotationUserData, err)
-		}
-		rec.Secret = UserDataSecretName(m.in.Name)
-		src["secretRef"] = map[string]any{"name": rec.Secret}
-	}
-	if err := setList(m.obj, volumes, pathVolumes); err != nil {
-		return fmt.Errorf("write cloud-init volume: %w", err)
 	}
 	m.injected.CloudInit = rec
 	return nil
 }
 
-// inlineMerge is the user's inline user-data merged with part, as the
-// cloud-init source fields to set, and whether it fits KubeVirt's inline
-// limit. User-data in a Secret, or SSH keys that go through cloud-init
-// (only the reconciler reads them), never merge inline.
-func inlineMerge(user api.UserCloudInit, part cloudinit.Part, keys bool) (map[string]any, bool, error) {
+// inSecret points src at the VM's user-data Secret, which the reconciler
+// writes, keeping the user's own source in virtstation.io/user-data; false
+// when the admission is denied.
+func (m *mutation) inSecret(src userDataSource, user api.UserCloudInit, rec *api.InjectedCloudInit, idx int, fld *field.Path) bool {
+	switch {
+	case m.in.Name == "":
+		m.denied = append(m.denied, field.Forbidden(field.NewPath("spec", "template", "spec", "volumes").Index(idx),
+			"the merged cloud-init user-data needs a per-VM Secret, which is named after the VM, and a VM created with generateName has no name yet (rule: cloud-init; fix: give the VM a name)"))
+		return false
+	case user.SecretRef == UserDataSecretName(m.in.Name):
+		// Admitted before the annotation existed, with the user's data
+		// inside Virtstation's Secret: the reconciler splits it out.
+	default:
+		saved := user.String()
+		if len(saved) > api.MaxUserDataAnnotationBytes {
+			m.deny(field.ErrorList{field.TooLong(fld.Child("userData"), "", api.MaxUserDataAnnotationBytes)}, api.RuleCloudInit, fmt.Sprintf(
+				"your inline user-data does not fit KubeVirt's %d-byte inline limit once merged, and is kept in annotation %s, which holds at most %d bytes: put it in a Secret of your own and name it in secretRef",
+				api.MaxInlineUserData, api.AnnotationUserData, api.MaxUserDataAnnotationBytes))
+			return false
+		}
+		setAnnotation(m.vm, api.AnnotationUserData, saved)
+	}
+	rec.Secret = UserDataSecretName(m.in.Name)
+	*src.secretRef = &corev1.LocalObjectReference{Name: rec.Secret}
+	return true
+}
+
+// addCloudInitVolume adds a cloudInitNoCloud volume and its disk, and
+// returns the volume's index.
+func (m *mutation) addCloudInitVolume() int {
+	spec := &m.vm.Spec.Template.Spec
+	taken := sets.New[string]()
+	for _, v := range spec.Volumes {
+		taken.Insert(v.Name)
+	}
+	for _, d := range spec.Domain.Devices.Disks {
+		taken.Insert(d.Name)
+	}
+	name := freeName(cloudInitVolume, taken)
+	spec.Volumes = append(spec.Volumes, kubevirtv1.Volume{Name: name, VolumeSource: kubevirtv1.VolumeSource{CloudInitNoCloud: &kubevirtv1.CloudInitNoCloudSource{}}})
+	spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, kubevirtv1.Disk{Name: name, DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}})
+	return len(spec.Volumes) - 1
+}
+
+// userDataSource points at the user-data fields of a cloud-init volume's
+// source, NoCloud or ConfigDrive alike.
+type userDataSource struct {
+	secretRef    **corev1.LocalObjectReference
+	base64, data *string
+}
+
+// sourceOf is the cloud-init source of v and its field name.
+func sourceOf(v *kubevirtv1.Volume) (userDataSource, string) {
+	if s := v.CloudInitNoCloud; s != nil {
+		return userDataSource{&s.UserDataSecretRef, &s.UserDataBase64, &s.UserData}, "cloudInitNoCloud"
+	}
+	s := v.CloudInitConfigDrive
+	return userDataSource{&s.UserDataSecretRef, &s.UserDataBase64, &s.UserData}, "cloudInitConfigDrive"
+}
+
+// clear removes the user-data fields.
+func (s userDataSource) clear() {
+	*s.secretRef, *s.base64, *s.data = nil, "", ""
+}
+
+// inlineUserData is user-data to write inline: one of the two fields.
+type inlineUserData struct{ data, base64 string }
+
+// inlineMerge is the user's inline user-data merged with part, and whether
+// it fits KubeVirt's inline limit. User-data in a Secret, or SSH keys that
+// go through cloud-init (only the reconciler reads them), never merge
+// inline.
+func inlineMerge(user api.UserCloudInit, part cloudinit.Part, keys bool) (inlineUserData, bool, error) {
 	if user.SecretRef != "" || keys {
-		return nil, false, nil
+		return inlineUserData{}, false, nil
 	}
 	own, base64Form := inlineBytes(user)
 	rendered, err := part.Render()
 	if err != nil {
-		return nil, false, fmt.Errorf("render cloud-config part: %w", err)
+		return inlineUserData{}, false, fmt.Errorf("render cloud-config part: %w", err)
 	}
 	merged := cloudinit.Merge(own, rendered)
 	if base64Form || !utf8.Valid(merged) {
 		enc := base64.StdEncoding.EncodeToString(merged)
-		return map[string]any{"userDataBase64": enc}, len(enc) <= api.MaxInlineUserData, nil
+		return inlineUserData{base64: enc}, len(enc) <= api.MaxInlineUserData, nil
 	}
-	return map[string]any{"userData": string(merged)}, len(merged) <= api.MaxInlineUserData, nil
+	return inlineUserData{data: string(merged)}, len(merged) <= api.MaxInlineUserData, nil
 }
 
 // inlineBytes is the user's inline user-data and whether it was given as
@@ -154,70 +183,51 @@ func inlineBytes(user api.UserCloudInit) ([]byte, bool) {
 	return nil, false
 }
 
-// clearUserData removes the user-data fields of a cloud-init source.
-func clearUserData(src map[string]any) {
-	delete(src, "userData")
-	delete(src, "userDataBase64")
-	delete(src, "secretRef")
-}
-
 // unmergeCloudInit restores the user's own user-data when Virtstation has
 // nothing left to say, and drops the volume it added.
-func (m *mutation) unmergeCloudInit(volumes []any, idx int, kind string, prev *api.InjectedCloudInit) error {
-	if err := setAnnotation(m.obj, api.AnnotationUserData, ""); err != nil {
-		return fmt.Errorf("remove %s: %w", api.AnnotationUserData, err)
-	}
+func (m *mutation) unmergeCloudInit(idx int, prev *api.InjectedCloudInit) error {
+	setAnnotation(m.vm, api.AnnotationUserData, "")
 	if idx < 0 {
 		return nil
 	}
+	spec := &m.vm.Spec.Template.Spec
+	src, kind := sourceOf(&spec.Volumes[idx])
 	fld := field.NewPath("spec", "template", "spec", "volumes").Index(idx).Child(kind)
-	vol, ok := volumes[idx].(map[string]any)
-	if !ok { // findCloudInit finds only objects
-		return fmt.Errorf("cloud-init volume %d is not an object", idx)
-	}
-	src, _ := vol[kind].(map[string]any)
 	if prev == nil {
 		// Nothing of ours to take out: the user-data stays as it is, and
 		// only inline user-data is checked.
 		m.checkInlineCloudConfig(src, fld)
 		return nil
 	}
-	if prev.AddedVolume && str(vol["name"]) == prev.Volume {
-		drop := map[string]bool{prev.Volume: true}
-		keep := volumes[:0:0]
-		for i, v := range volumes {
-			if i != idx {
-				keep = append(keep, v)
-			}
-		}
-		disks := getList(m.obj, pathDisks)
-		keptDisks := disks[:0:0]
-		for _, d := range disks {
-			if o, ok := d.(map[string]any); ok && drop[str(o["name"])] {
-				continue
-			}
-			keptDisks = append(keptDisks, d)
-		}
-		if err := setList(m.obj, keptDisks, pathDisks); err != nil {
-			return err
-		}
-		return setList(m.obj, keep, pathVolumes)
+	if prev.AddedVolume && spec.Volumes[idx].Name == prev.Volume {
+		spec.Volumes = nilIfEmpty(slices.Delete(spec.Volumes, idx, idx+1))
+		spec.Domain.Devices.Disks = nilIfEmpty(slices.DeleteFunc(spec.Domain.Devices.Disks, func(d kubevirtv1.Disk) bool { return d.Name == prev.Volume }))
+		return nil
 	}
 	user, ok := m.userSource(src, prev, fld)
 	if !ok {
 		return nil
 	}
 	m.checkCloudConfig(user, fld)
-	clearUserData(src)
+	src.clear()
 	switch {
 	case user.SecretRef != "":
-		src["secretRef"] = map[string]any{"name": user.SecretRef}
+		*src.secretRef = &corev1.LocalObjectReference{Name: user.SecretRef}
 	case user.UserDataBase64 != nil:
-		src["userDataBase64"] = *user.UserDataBase64
+		*src.base64 = *user.UserDataBase64
 	case user.UserData != nil:
-		src["userData"] = *user.UserData
+		*src.data = *user.UserData
 	}
-	return setList(m.obj, volumes, pathVolumes)
+	return nil
+}
+
+// nilIfEmpty is l, or nil when it has no items: an empty list is left out
+// of the object, as the user would.
+func nilIfEmpty[T any](l []T) []T {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
 }
 
 // userSource finds the user's own user-data behind a cloud-init source,
@@ -226,9 +236,9 @@ func (m *mutation) unmergeCloudInit(volumes []any, idx int, kind string, prev *a
 // the virtstation.io/user-data annotation (on the object, else on the stored
 // object); inline user-data is the user's, minus a previous inline merge.
 // ok is false when the admission is denied.
-func (m *mutation) userSource(src map[string]any, prev *api.InjectedCloudInit, fld *field.Path) (api.UserCloudInit, bool) {
-	if ref, _ := src["secretRef"].(map[string]any); ref != nil {
-		name := str(ref["name"])
+func (m *mutation) userSource(src userDataSource, prev *api.InjectedCloudInit, fld *field.Path) (api.UserCloudInit, bool) {
+	if ref := *src.secretRef; ref != nil {
+		name := ref.Name
 		if m.in.Name == "" || name != UserDataSecretName(m.in.Name) {
 			return api.UserCloudInit{SecretRef: name}, true
 		}
@@ -253,7 +263,7 @@ func (m *mutation) userSource(src map[string]any, prev *api.InjectedCloudInit, f
 			name, m.in.Name)))
 		return api.UserCloudInit{}, false
 	}
-	if s := str(src["userDataBase64"]); s != "" {
+	if s := *src.base64; s != "" {
 		raw, err := base64.StdEncoding.DecodeString(s)
 		if err != nil {
 			m.denied = append(m.denied, field.Invalid(fld.Child("userDataBase64"), "(omitted)", "not valid base64 (rule: cloud-init; fix: encode your user-data with base64)"))
@@ -266,7 +276,7 @@ func (m *mutation) userSource(src map[string]any, prev *api.InjectedCloudInit, f
 		enc := base64.StdEncoding.EncodeToString(user)
 		return api.UserCloudInit{UserDataBase64: &enc}, true
 	}
-	user, ok := m.split([]byte(str(src["userData"])), fld.Child("userData"))
+	user, ok := m.split([]byte(*src.data), fld.Child("userData"))
 	if !ok || len(user) == 0 {
 		return api.UserCloudInit{}, ok
 	}
@@ -320,17 +330,17 @@ func (m *mutation) checkCloudConfig(user api.UserCloudInit, fld *field.Path) {
 
 // checkInlineCloudConfig runs checkCloudConfig on inline user-data that
 // Virtstation did not merge (userData, or userDataBase64 that decodes).
-func (m *mutation) checkInlineCloudConfig(src map[string]any, fld *field.Path) {
-	if _, ok := src["secretRef"]; ok {
+func (m *mutation) checkInlineCloudConfig(src userDataSource, fld *field.Path) {
+	if *src.secretRef != nil {
 		return
 	}
-	if s := str(src["userDataBase64"]); s != "" {
+	if s := *src.base64; s != "" {
 		if _, err := base64.StdEncoding.DecodeString(s); err == nil {
 			m.checkCloudConfig(api.UserCloudInit{UserDataBase64: &s}, fld)
 		}
 		return
 	}
-	if s := str(src["userData"]); s != "" {
+	if s := *src.data; s != "" {
 		m.checkCloudConfig(api.UserCloudInit{UserData: &s}, fld)
 	}
 }
@@ -357,25 +367,12 @@ func freeName(base string, taken sets.Set[string]) string {
 	return name
 }
 
-// volumeName is the name of volume v, "" if v is not an object.
-func volumeName(v any) string {
-	o, _ := v.(map[string]any)
-	return str(o["name"])
-}
-
-// findCloudInit returns the index and source key of the first cloud-init
-// volume, or -1.
-func findCloudInit(volumes []any) (int, string) {
+// findCloudInit is the index of the first cloud-init volume, or -1.
+func findCloudInit(volumes []kubevirtv1.Volume) int {
 	for i, v := range volumes {
-		o, ok := v.(map[string]any)
-		if !ok {
-			continue
-		}
-		for _, k := range cloudInitSources {
-			if _, ok := o[k]; ok {
-				return i, k
-			}
+		if v.CloudInitNoCloud != nil || v.CloudInitConfigDrive != nil {
+			return i
 		}
 	}
-	return -1, ""
+	return -1
 }

@@ -11,11 +11,6 @@ import (
 	"github.com/virtstation/virtstation/api"
 )
 
-var (
-	pathVideo  = []string{"spec", "template", "spec", "domain", "devices", "video"}
-	pathInputs = []string{"spec", "template", "spec", "domain", "devices", "inputs"}
-)
-
 // setVideo sets domain.devices.video.type from virtstation.io/video and adds
 // a tablet (USB; virtio on s390x, which has no USB) when the VM has no input
 // device, so the VNC pointer tracks the browser's instead of drifting with
@@ -53,16 +48,14 @@ func setVideo(m *mutation) error {
 			"a video device needs graphics, but spec.template.spec.domain.devices.autoattachGraphicsDevice is false (rule: video; fix: remove autoattachGraphicsDevice: false or the %s annotation)", api.AnnotationVideo)))
 		return nil
 	}
-	video, err := ensureObject(m.obj, pathVideo)
-	if err != nil {
-		return fmt.Errorf("write video: %w", err)
+	out := &m.vm.Spec.Template.Spec.Domain.Devices
+	if out.Video == nil {
+		out.Video = &kubevirtv1.VideoDevice{}
 	}
-	video["type"] = typ
+	out.Video.Type = typ
 	rec := &api.InjectedVideo{Type: typ, Replaced: usersVideoType(m.prev.Video, devices.Video)}
 	if len(devices.Inputs) == 0 {
-		if err := setList(m.obj, []any{map[string]any{"name": "tablet", "type": "tablet", "bus": arch.TabletBus}}, pathInputs); err != nil {
-			return fmt.Errorf("write inputs: %w", err)
-		}
+		out.Inputs = []kubevirtv1.Input{{Name: "tablet", Type: "tablet", Bus: kubevirtv1.InputBus(arch.TabletBus)}}
 		rec.AddedTablet = true
 	} else if m.prev.Video != nil && m.prev.Video.AddedTablet && len(devices.Inputs) == 1 && devices.Inputs[0].Name == "tablet" {
 		rec.AddedTablet = true
@@ -94,20 +87,16 @@ func removeVideo(m *mutation) {
 		return
 	}
 	devices := m.in.VM.Spec.Template.Spec.Domain.Devices
+	out := &m.vm.Spec.Template.Spec.Domain.Devices
 	if devices.Video != nil && devices.Video.Type == prev.Type {
-		switch {
-		case prev.Replaced == nil:
-			unstructuredRemove(m.obj, pathVideo)
-		case *prev.Replaced == "":
-			unstructuredRemove(m.obj, append(slices.Clone(pathVideo), "type"))
-		default:
-			if video, ok := getMap(m.obj, pathVideo); ok {
-				video["type"] = *prev.Replaced
-			}
+		if prev.Replaced == nil {
+			out.Video = nil
+		} else {
+			out.Video.Type = *prev.Replaced // "" leaves it out
 		}
 	}
 	if prev.AddedTablet && len(devices.Inputs) == 1 && devices.Inputs[0].Name == "tablet" && devices.Inputs[0].Type == "tablet" {
-		unstructuredRemove(m.obj, pathInputs)
+		out.Inputs = nil
 	}
 }
 
