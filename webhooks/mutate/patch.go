@@ -1,9 +1,8 @@
 package mutate
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -13,69 +12,134 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 )
 
-// The patch is computed once, at the end, from the typed view: the part of
-// the VM the steps write (mutableView), encoded as decoded and as mutated,
-// is diffed, and each change is carried onto the request's raw object.
-// Both sides come from the same Go type, so fields the types do not know
-// are in neither and no operation touches them: they survive in the raw
-// object. Where the raw object lacks a parent the typed encoding shows
-// (an empty struct, a default), the operation adds only what changed.
-// Where a list's items change places (an item of ours removed before the
-// user's), the list is written whole, each item the user's raw item
-// carried forward by name, so unknown fields stay with their item.
+// The patch is computed once, at the end, from the typed view: the fields
+// the steps changed (the annotations and fields of the template's spec,
+// found by walking the Go types) are encoded as decoded and as mutated,
+// and each change is carried onto the request's raw object. Both sides
+// come from the same Go type, so fields the types do not know are in
+// neither and no operation touches them: they survive in the raw object.
+// Where the raw object lacks a parent the typed encoding shows (an empty
+// struct, a default), the operation adds only what changed. Where a
+// list's items change places (an item of ours removed before the user's),
+// the list is written whole, each item the user's raw item carried forward
+// by name, so unknown fields stay with their item.
 
-// mutableView is what the steps may write: the annotations and the
-// template's spec. TestMutateWritesOnlyTheView checks that they write
-// nothing else.
-type mutableView struct {
-	Metadata struct {
-		Annotations map[string]string `json:"annotations,omitempty"`
-	} `json:"metadata"`
-	Spec struct {
-		Template *struct {
-			Spec *kubevirtv1.VirtualMachineInstanceSpec `json:"spec,omitempty"`
-		} `json:"template,omitempty"`
-	} `json:"spec"`
-}
-
-// viewOf is vm's mutable part, encoded and decoded as JSON (numbers as
-// json.Number, so equal values compare equal).
-func viewOf(vm *kubevirtv1.VirtualMachine) (map[string]any, error) {
-	var v mutableView
-	v.Metadata.Annotations = vm.Annotations
-	if vm.Spec.Template != nil {
-		v.Spec.Template = &struct {
-			Spec *kubevirtv1.VirtualMachineInstanceSpec `json:"spec,omitempty"`
-		}{Spec: &vm.Spec.Template.Spec}
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("encode VirtualMachine: %w", err)
-	}
-	var out map[string]any
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	if err := d.Decode(&out); err != nil {
-		return nil, fmt.Errorf("decode VirtualMachine: %w", err)
-	}
-	return out, nil
+// fieldChange is one field the steps changed: its JSON path and its
+// values as decoded and as mutated (nil: left out of the encoding).
+type fieldChange struct {
+	path          []string
+	before, after any
 }
 
 // patchFor is the JSON patch that carries the change from before to after
 // (the typed VM as decoded and as mutated) onto raw, the request's object
-// as sent.
+// as sent. The steps write only the annotations and the template's spec;
+// TestPatchReproducesMutation checks that they write nothing else.
 func patchFor(raw []byte, before, after *kubevirtv1.VirtualMachine) ([]jsonpatch.Operation, error) {
-	b, err := viewOf(before)
-	if err != nil {
-		return nil, err
+	var changes []fieldChange
+	if !maps.Equal(before.Annotations, after.Annotations) {
+		changes = append(changes, fieldChange{path: []string{"metadata", "annotations"}, before: annotationsJSON(before), after: annotationsJSON(after)})
 	}
-	a, err := viewOf(after)
-	if err != nil {
-		return nil, err
+	if bt, at := before.Spec.Template, after.Spec.Template; bt != nil && at != nil {
+		var err error
+		path := []string{"spec", "template", "spec"}
+		if changes, err = changedStruct(changes, path, reflect.ValueOf(&bt.Spec).Elem(), reflect.ValueOf(&at.Spec).Elem()); err != nil {
+			return nil, err
+		}
 	}
 	var ops []jsonpatch.Operation
-	carry(&ops, "", raw, b, a)
+	r := &rawTree{raw: raw}
+	for i := 0; i < len(changes); {
+		n := r.carryChanges(&ops, changes[i:])
+		i += n
+	}
 	return ops, nil
+}
+
+// rawTree is the request's object, read one level at a time as the
+// changes need it. The changes come in path order, so it keeps the values
+// along the last change's path and starts the next one where the two
+// paths part.
+type rawTree struct {
+	raw json.RawMessage
+	// path is the last change's path, at[i] the raw value at path[:i]
+	// (at[0] the object).
+	path []string
+	at   []json.RawMessage
+}
+
+// lookup is the raw value at path, or the depth of the first level that
+// is no object or list (ok false) and the raw value there.
+func (r *rawTree) lookup(path []string) (raw json.RawMessage, depth int, ok bool) {
+	if len(r.at) == 0 {
+		r.path, r.at = nil, []json.RawMessage{r.raw}
+	}
+	common := 0
+	for common < len(path) && common < len(r.path) && path[common] == r.path[common] {
+		common++
+	}
+	r.path, r.at = append(r.path[:common], path[common:]...), r.at[:common+1]
+	for depth = common; depth < len(path); depth++ {
+		child, ok := rawChild(r.at[depth], path[depth])
+		if !ok {
+			r.path = r.path[:depth]
+			return r.at[depth], depth, false
+		}
+		r.at = append(r.at, child)
+	}
+	return r.at[len(path)], len(path), true
+}
+
+// carryChanges carries changes[0], and the changes after it that share
+// the first level the raw object lacks, onto the raw object, and says how
+// many it carried.
+func (r *rawTree) carryChanges(ops *[]jsonpatch.Operation, changes []fieldChange) int {
+	c := changes[0]
+	raw, depth, ok := r.lookup(c.path)
+	if ok {
+		carry(ops, pointer(c.path), raw, c.before, c.after)
+		return 1
+	}
+	// The raw object has no object here: add one holding what changed
+	// below, for every change below it.
+	prefix := c.path[:depth]
+	n := 1
+	for n < len(changes) && len(changes[n].path) > depth && slices.Equal(changes[n].path[:depth], prefix) {
+		n++
+	}
+	value := map[string]any{}
+	for _, ch := range changes[:n] {
+		if ch.after != nil {
+			setNested(value, ch.path[depth:], added(ch.before, ch.after))
+		}
+	}
+	if len(value) > 0 {
+		set(ops, pointer(prefix), raw, value)
+	}
+	return n
+}
+
+// setNested sets v at path in m, making the objects on the way.
+func setNested(m map[string]any, path []string, v any) {
+	for _, k := range path[:len(path)-1] {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[k] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = v
+}
+
+// pointer is path as a JSON pointer (RFC 6901).
+func pointer(path []string) string {
+	var b strings.Builder
+	for _, k := range path {
+		b.WriteString("/")
+		b.WriteString(escapePointer(k))
+	}
+	return b.String()
 }
 
 // carry appends the operations that carry the change from before to after
@@ -85,6 +149,10 @@ func carry(ops *[]jsonpatch.Operation, p string, raw json.RawMessage, before, af
 		return
 	}
 	switch a := after.(type) {
+	case nil:
+		if raw != nil {
+			*ops = append(*ops, jsonpatch.NewOperation("remove", p, nil))
+		}
 	case map[string]any:
 		if r, ok := rawObject(raw); ok {
 			b, _ := before.(map[string]any)
@@ -242,24 +310,6 @@ func itemName(v any) (string, bool) {
 	o, _ := v.(map[string]any)
 	n, ok := o["name"].(string)
 	return n, ok
-}
-
-// rawObject decodes one level of a raw JSON object.
-func rawObject(raw json.RawMessage) (map[string]json.RawMessage, bool) {
-	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		return nil, false
-	}
-	var out map[string]json.RawMessage
-	return out, json.Unmarshal(raw, &out) == nil
-}
-
-// rawList decodes one level of a raw JSON list.
-func rawList(raw json.RawMessage) ([]json.RawMessage, bool) {
-	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '[' {
-		return nil, false
-	}
-	var out []json.RawMessage
-	return out, json.Unmarshal(raw, &out) == nil
 }
 
 // pointerEscaper escapes a key for a JSON pointer (RFC 6901).

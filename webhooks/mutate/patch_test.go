@@ -47,15 +47,7 @@ func checkPatch(t testing.TB, raw []byte, in Input, res Result) {
 	if err != nil {
 		t.Fatalf("mutated object does not decode: %v", err)
 	}
-	got, err := viewOf(vm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := viewOf(res.VM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, want) {
+	if got, want := mutableJSON(t, vm), mutableJSON(t, res.VM); got != want {
 		t.Fatalf("the patched object's typed view differs from the mutated VM:\ngot  %s\nwant %s", toJSON(got), toJSON(want))
 	}
 	again, err := patchFor(in.Object, in.VM, res.VM)
@@ -89,6 +81,19 @@ func TestPatchReproducesMutation(t *testing.T) {
 			run(t, g.in.Operation, g.vm, g.oldVM, g.cluster(t))
 		})
 	}
+}
+
+// mutableJSON is the part of vm the steps write, as JSON.
+func mutableJSON(t testing.TB, vm *kubevirtv1.VirtualMachine) string {
+	t.Helper()
+	view := map[string]any{}
+	if len(vm.Annotations) > 0 {
+		view["annotations"] = vm.Annotations
+	}
+	if vm.Spec.Template != nil {
+		view["spec"] = vm.Spec.Template.Spec
+	}
+	return mustJSON(t, view)
 }
 
 // checkWritesOnlyTheView fails when the steps changed the VM outside
