@@ -31,11 +31,11 @@ func TestRenderGenerateName(t *testing.T) {
 		t.Fatalf("verdicts = %+v, want dev-%s admitted", verdicts, suffix)
 	}
 
-	obj, vm, err := mutate.DecodeVM([]byte(raw))
+	vm, err := mutate.DecodeVM([]byte(raw))
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := mutate.Mutate(context.Background(), mutate.Input{Operation: admissionv1.Create, Namespace: "ns", RequestUID: suffix, Object: obj, VM: vm}, mutate.NewStaticCluster(nil))
+	res, err := mutate.Mutate(context.Background(), mutate.Input{Operation: admissionv1.Create, Namespace: "ns", RequestUID: suffix, Object: []byte(raw), VM: vm}, mutate.NewStaticCluster(nil))
 	if err != nil || len(res.Denied) > 0 {
 		t.Fatalf("Mutate: %v %v", err, res.Denied)
 	}

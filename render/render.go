@@ -104,10 +104,43 @@ func Render(ctx context.Context, opts Options) ([]Verdict, error) {
 // render is Render, also returning the disk world the admissions left
 // (claims written), which Audit evaluates the resulting VMs in.
 func render(ctx context.Context, opts Options) ([]Verdict, *diskWorld, error) {
-	ns := opts.Namespace
-	if ns == "" {
-		ns = "default"
+	r, err := newRenderer(opts)
+	if err != nil {
+		return nil, nil, err
 	}
+	out := make([]Verdict, 0, len(opts.Manifests))
+	for i, obj := range opts.Manifests {
+		v, err := r.admit(ctx, obj)
+		if err != nil {
+			return nil, nil, fmt.Errorf("manifest %d%s: %w", i+1, v.key(), err)
+		}
+		out = append(out, v)
+	}
+	return out, r.world, nil
+}
+
+// renderer is the cluster as render sees it while it admits the manifests
+// one by one.
+type renderer struct {
+	opts Options
+	// ns is the namespace of objects that set none.
+	ns    string
+	modes validate.Modes
+	// world is the disks and claims the policies see; static the cluster
+	// the mutation reads. VMs join both as they are admitted (add), so each
+	// admission costs the same however many came before.
+	world  *diskWorld
+	static *mutate.StaticCluster
+	// existing are the VMs admitted or in the cluster, by "ns/name";
+	// clusterVMs the cluster's VMs as given.
+	existing   map[string]*kubevirtv1.VirtualMachine
+	clusterVMs map[string]Object
+}
+
+// newRenderer loads the cluster objects, and the manifests that are not
+// VMs, as the state the VMs are admitted into.
+func newRenderer(opts Options) (*renderer, error) {
+	r := &renderer{opts: opts, ns: cmp.Or(opts.Namespace, "default"), existing: map[string]*kubevirtv1.VirtualMachine{}}
 	now, grace := opts.Now, opts.Grace
 	if now.IsZero() {
 		now = time.Now()
@@ -115,166 +148,222 @@ func render(ctx context.Context, opts Options) ([]Verdict, *diskWorld, error) {
 	if grace <= 0 {
 		grace = claims.DefaultGrace
 	}
+	all := append(append([]Object(nil), opts.Cluster...), opts.Manifests...)
 	// The enforcement modes, as the webhook's loader reads them.
-	modes, err := auditModes(append(append([]Object(nil), opts.Cluster...), opts.Manifests...), ns)
-	if err != nil {
-		return nil, nil, err
+	var err error
+	if r.modes, err = auditModes(all, r.ns); err != nil {
+		return nil, err
 	}
 	// One view of the data disks for the mutation and the policies, as the
 	// webhooks share one cache.
 	lookup := disks.NewStatic()
-	world := newDiskWorld(lookup, now, grace)
-	// The mutation's view: VMs are added one by one as they exist (add),
-	// so each admission costs the same however many came before.
-	static := mutate.NewStaticCluster(nil)
-	static.Static = lookup
-	static.CollectKeys = func(s []corev1.Secret) []string { keys, _ := sshkeys.Collect(s); return keys }
-	static.SetDefaultArchitecture(opts.DefaultArchitecture)
-	existing := map[string]*kubevirtv1.VirtualMachine{}
-	add := func(vm *kubevirtv1.VirtualMachine) {
-		key := vm.Namespace + "/" + vm.Name
-		existing[key] = vm
-		world.setVM(vm)
-		static.SetVM(vm)
+	r.world = newDiskWorld(lookup, now, grace)
+	r.static = mutate.NewStaticCluster(nil)
+	r.static.Static = lookup
+	r.static.CollectKeys = func(s []corev1.Secret) []string { keys, _ := sshkeys.Collect(s); return keys }
+	r.static.SetDefaultArchitecture(opts.DefaultArchitecture)
+	if err := r.loadState(); err != nil {
+		return nil, err
 	}
-	for i, obj := range opts.Cluster {
-		if err := world.add(obj, ns); err != nil {
-			return nil, nil, fmt.Errorf("cluster object %d: %w", i+1, err)
+	r.clusterVMs = indexVMs(opts.Cluster, r.ns)
+	return r, nil
+}
+
+// loadState adds the data disks, Secrets, VMIs and KubeVirt CRs among the
+// objects, and the cluster's VMs.
+func (r *renderer) loadState() error {
+	for i, obj := range r.opts.Cluster {
+		if err := r.world.add(obj, r.ns); err != nil {
+			return fmt.Errorf("cluster object %d: %w", i+1, err)
 		}
 	}
-	for i, obj := range opts.Manifests {
+	for i, obj := range r.opts.Manifests {
 		if isVM(obj) {
 			continue
 		}
-		if err := world.add(obj, ns); err != nil {
-			return nil, nil, fmt.Errorf("manifest %d: %w", i+1, err)
+		if err := r.world.add(obj, r.ns); err != nil {
+			return fmt.Errorf("manifest %d: %w", i+1, err)
 		}
 	}
 	// Secrets and VMIs in the manifests count as existing for the VMs, as
 	// when applied together (data disks did, through world.add).
-	for i, obj := range append(append([]Object(nil), opts.Cluster...), opts.Manifests...) {
-		if err := addState(static, obj, ns); err != nil {
-			return nil, nil, fmt.Errorf("object %d: %w", i+1, err)
+	for i, obj := range append(append([]Object(nil), r.opts.Cluster...), r.opts.Manifests...) {
+		if err := addState(r.static, obj, r.ns); err != nil {
+			return fmt.Errorf("object %d: %w", i+1, err)
 		}
 	}
-	for i, obj := range opts.Cluster {
+	for i, obj := range r.opts.Cluster {
 		if !isVM(obj) {
 			continue
 		}
-		vm, err := typedVM(obj, ns)
+		vm, err := typedVM(obj, r.ns)
 		if err == nil && vm.Name == "" {
 			err = errors.New("VirtualMachine has no metadata.name: objects in the cluster have one")
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("cluster object %d: %w", i+1, err)
+			return fmt.Errorf("cluster object %d: %w", i+1, err)
 		}
-		add(vm)
+		r.add(vm)
 	}
+	return nil
+}
 
-	clusterVMs := indexVMs(opts.Cluster, ns)
-	out := make([]Verdict, 0, len(opts.Manifests))
-	for i, obj := range opts.Manifests {
-		if !isVM(obj) {
-			out = append(out, Verdict{Object: obj, Name: nameOf(obj)})
-			continue
-		}
-		vm, err := typedVM(obj, ns)
-		if err != nil {
-			return nil, nil, fmt.Errorf("manifest %d: %w", i+1, err)
-		}
-		// generated is the name the API server gives a generateName VM
-		// after the mutating webhooks, "" for a named VM.
-		generated := ""
-		if vm.Name == "" {
-			switch {
-			case vm.GenerateName == "":
-				return nil, nil, fmt.Errorf("manifest %d: VirtualMachine has no metadata.name or generateName", i+1)
-			case opts.GenerateNameSuffix == "":
-				return nil, nil, fmt.Errorf("manifest %d: VirtualMachine has metadata.generateName %q and no name: pass --generate-name-suffix SUFFIX to preview it named %s<SUFFIX>, as the API server names it with 5 random characters", i+1, vm.GenerateName, GeneratedName(vm.GenerateName, ""))
-			}
-			generated = GeneratedName(vm.GenerateName, opts.GenerateNameSuffix)
-			if errs := validation.IsDNS1123Subdomain(generated); len(errs) > 0 {
-				return nil, nil, fmt.Errorf("manifest %d: generated name %q: %s", i+1, generated, strings.Join(errs, "; "))
-			}
-		}
-		v := Verdict{Object: obj, Namespace: vm.Namespace, Name: cmp.Or(vm.Name, generated)}
-		key := vm.Namespace + "/" + v.Name
-		if vm.Labels[api.LabelManaged] != api.LabelTrue {
-			if generated != "" {
-				obj = withName(obj, generated)
-				v.Object = obj
-				vm = vm.DeepCopy()
-				vm.Name = generated
-			}
-			// The objectSelector keeps it from the managed webhooks; only the
-			// claim check for unmanaged VMs sees it.
-			if opts.Policies != nil {
-				denied, err := checkUnmanaged(ctx, world, obj, clusterVMs[key], vm.Namespace, vm.Name)
-				if err != nil {
-					return nil, nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
-				}
-				if len(denied) > 0 {
-					v.Denied, v.Object = denied, nil
-					out = append(out, v)
-					continue
-				}
-			}
-			out = append(out, v)
-			add(vm)
-			continue
-		}
-		v.Managed = true
-		in := mutate.Input{Operation: admissionv1.Create, Namespace: vm.Namespace, Name: vm.Name, Object: withNamespace(obj, vm.Namespace), VM: vm, Now: time.Now()}
-		if generated != "" {
-			in.RequestUID = opts.GenerateNameSuffix
-		}
-		if old, ok := existing[key]; ok && generated == "" {
-			in.Operation, in.OldVM = admissionv1.Update, old
-		}
-		res, err := mutate.Mutate(ctx, in, static)
-		if err != nil {
-			return nil, nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
-		}
-		v.Warnings, v.Denied = res.Warnings, res.Denied
-		if len(res.Denied) > 0 {
-			v.Object = nil
-			out = append(out, v)
-			continue
-		}
-		if generated != "" {
-			// The API server names the object after the mutating webhooks.
-			res.Object = withName(res.Object, generated)
-		}
-		v.Object = res.Object
-		if opts.Policies != nil {
-			var old Object
-			if in.OldVM != nil {
-				old = clusterVMs[key]
-			}
-			denied, warnings, err := evaluate(ctx, opts.Policies, modes, world, string(in.Operation), vm.Namespace, v.Name, res.Object, old)
-			if err != nil {
-				return nil, nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
-			}
-			v.Warnings = append(v.Warnings, warnings...)
-			if len(denied) > 0 {
-				v.Denied, v.Object = denied, nil
-				out = append(out, v)
-				continue
-			}
-		}
-		admitted, err := typedVM(res.Object, vm.Namespace)
-		if err != nil {
-			return nil, nil, fmt.Errorf("manifest %d (%s): re-read mutated object: %w", i+1, key, err)
-		}
-		secrets, warnings, err := reconciledSecrets(ctx, static, admitted, existing)
-		if err != nil {
-			return nil, nil, fmt.Errorf("manifest %d (%s): %w", i+1, key, err)
-		}
-		v.Secrets, v.Events = secrets, warnings
-		add(admitted)
-		out = append(out, v)
+// add makes vm exist for the admissions after it.
+func (r *renderer) add(vm *kubevirtv1.VirtualMachine) {
+	r.existing[vm.Namespace+"/"+vm.Name] = vm
+	r.world.setVM(vm)
+	r.static.SetVM(vm)
+}
+
+// key is " (ns/name)" for a VM's verdict, "" before it is known.
+func (v Verdict) key() string {
+	if v.Name == "" {
+		return ""
 	}
-	return out, world, nil
+	return " (" + v.Namespace + "/" + v.Name + ")"
+}
+
+// admit admits one manifest as the API server would.
+func (r *renderer) admit(ctx context.Context, obj Object) (Verdict, error) {
+	if !isVM(obj) {
+		return Verdict{Object: obj, Name: nameOf(obj)}, nil
+	}
+	vm, err := typedVM(obj, r.ns)
+	if err != nil {
+		return Verdict{}, err
+	}
+	// generated is the name the API server gives a generateName VM after
+	// the mutating webhooks, "" for a named VM.
+	generated, err := r.generatedName(vm)
+	if err != nil {
+		return Verdict{}, err
+	}
+	v := Verdict{Object: obj, Namespace: vm.Namespace, Name: cmp.Or(vm.Name, generated)}
+	if vm.Labels[api.LabelManaged] != api.LabelTrue {
+		return r.admitUnmanaged(ctx, v, vm, generated)
+	}
+	v.Managed = true
+	return r.admitManaged(ctx, v, vm, generated)
+}
+
+// generatedName is the name of a VM that has only generateName, "" for a
+// named one.
+func (r *renderer) generatedName(vm *kubevirtv1.VirtualMachine) (string, error) {
+	switch {
+	case vm.Name != "":
+		return "", nil
+	case vm.GenerateName == "":
+		return "", errors.New("VirtualMachine has no metadata.name or generateName")
+	case r.opts.GenerateNameSuffix == "":
+		return "", fmt.Errorf("VirtualMachine has metadata.generateName %q and no name: pass --generate-name-suffix SUFFIX to preview it named %s<SUFFIX>, as the API server names it with 5 random characters", vm.GenerateName, GeneratedName(vm.GenerateName, ""))
+	}
+	generated := GeneratedName(vm.GenerateName, r.opts.GenerateNameSuffix)
+	if errs := validation.IsDNS1123Subdomain(generated); len(errs) > 0 {
+		return "", fmt.Errorf("generated name %q: %s", generated, strings.Join(errs, "; "))
+	}
+	return generated, nil
+}
+
+// admitUnmanaged admits a VM without the managed label: the objectSelector
+// keeps it from the managed webhooks; only the claim check for unmanaged
+// VMs sees it.
+func (r *renderer) admitUnmanaged(ctx context.Context, v Verdict, vm *kubevirtv1.VirtualMachine, generated string) (Verdict, error) {
+	if generated != "" {
+		v.Object = withName(v.Object, generated)
+		vm = vm.DeepCopy()
+		vm.Name = generated
+	}
+	if r.opts.Policies != nil {
+		denied, err := checkUnmanaged(ctx, r.world, v.Object, r.clusterVMs[vm.Namespace+"/"+vm.Name], vm.Namespace, vm.Name)
+		if err != nil {
+			return v, err
+		}
+		if len(denied) > 0 {
+			v.Denied, v.Object = denied, nil
+			return v, nil
+		}
+	}
+	r.add(vm)
+	return v, nil
+}
+
+// admitManaged runs the mutating webhook's admission (mutate.Admit), then
+// the validating webhook's policies, on a managed VM, and the reconcilers
+// that write its Secrets once it is stored.
+func (r *renderer) admitManaged(ctx context.Context, v Verdict, vm *kubevirtv1.VirtualMachine, generated string) (Verdict, error) {
+	key := vm.Namespace + "/" + v.Name
+	req, err := r.mutateRequest(v.Object, vm, generated)
+	if err != nil {
+		return v, err
+	}
+	out, err := mutate.Admit(ctx, req, r.static)
+	if err != nil {
+		return v, err
+	}
+	res := out.Result
+	v.Warnings, v.Denied = res.Warnings, res.Denied
+	if len(res.Denied) > 0 {
+		v.Object = nil
+		return v, nil
+	}
+	object, err := mutate.Patched(req.Object, res)
+	if err != nil {
+		return v, err
+	}
+	admitted := out.Input.VM
+	if !out.Skipped {
+		admitted = res.VM
+	}
+	if generated != "" {
+		// The API server names the object after the mutating webhooks.
+		object = withName(object, generated)
+		admitted = admitted.DeepCopy()
+		admitted.Name = generated
+	}
+	v.Object = object
+	if r.opts.Policies != nil {
+		var old Object
+		if out.Input.OldVM != nil {
+			old = r.clusterVMs[key]
+		}
+		denied, warnings, err := evaluate(ctx, r.opts.Policies, r.modes, r.world, string(req.Operation), vm.Namespace, v.Name, object, old)
+		if err != nil {
+			return v, err
+		}
+		v.Warnings = append(v.Warnings, warnings...)
+		if len(denied) > 0 {
+			v.Denied, v.Object = denied, nil
+			return v, nil
+		}
+	}
+	if v.Secrets, v.Events, err = reconciledSecrets(ctx, r.static, admitted, r.existing); err != nil {
+		return v, err
+	}
+	r.add(admitted)
+	return v, nil
+}
+
+// mutateRequest is the admission request the API server would send the
+// mutating webhook for obj: an UPDATE of the VM of that name if one
+// exists, with the request UID the generated name's suffix stands for.
+func (r *renderer) mutateRequest(obj Object, vm *kubevirtv1.VirtualMachine, generated string) (mutate.Request, error) {
+	raw, err := json.Marshal(withNamespace(obj, vm.Namespace))
+	if err != nil {
+		return mutate.Request{}, err
+	}
+	// The mutation's clock is the wall clock, as before Options.Now
+	// (which dates claims) existed.
+	req := mutate.Request{Operation: admissionv1.Create, Namespace: vm.Namespace, Name: vm.Name, Object: raw, Now: time.Now()}
+	if generated != "" {
+		req.UID = r.opts.GenerateNameSuffix
+	}
+	if old, ok := r.existing[vm.Namespace+"/"+vm.Name]; ok && generated == "" {
+		if req.OldObject, err = json.Marshal(old); err != nil {
+			return mutate.Request{}, err
+		}
+		req.Operation = admissionv1.Update
+	}
+	return req, nil
 }
 
 func isVM(obj Object) bool {
@@ -295,7 +384,7 @@ func typedVM(obj Object, ns string) (*kubevirtv1.VirtualMachine, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, vm, err := mutate.DecodeVM(b)
+	vm, err := mutate.DecodeVM(b)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/yaml"
@@ -24,7 +25,6 @@ import (
 	"github.com/virtstation/virtstation/internal/kvadmission"
 	"github.com/virtstation/virtstation/internal/vmgen"
 	"github.com/virtstation/virtstation/render"
-	"github.com/virtstation/virtstation/webhooks/mutate"
 )
 
 // The corpus: make test runs defaultVMs cases of defaultSeed; the issue's
@@ -783,8 +783,7 @@ func verdictText(v kvadmission.Verdict) string {
 
 // diff is the JSON patch from a to b, "" when they are equal.
 func diff(a, b map[string]any) string {
-	ra, rb := roundTrip(a), roundTrip(b)
-	ops, err := mutate.Patch(ra, rb)
+	ops, err := jsonDiff(a, b)
 	if err != nil {
 		return fmt.Sprintf("(cannot diff: %v)", err)
 	}
@@ -804,7 +803,7 @@ func diffClass(a, b map[string]any) string { return strings.Join(diffClasses(a, 
 // diffClasses lists the operations that turn a into b, without list
 // indices.
 func diffClasses(a, b map[string]any) []string {
-	ops, err := mutate.Patch(roundTrip(a), roundTrip(b))
+	ops, err := jsonDiff(a, b)
 	if err != nil {
 		return []string{"(cannot diff)"}
 	}
@@ -819,6 +818,13 @@ func diffClasses(a, b map[string]any) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// jsonDiff is the JSON patch from a to b, its operations in path order.
+func jsonDiff(a, b map[string]any) ([]jsonpatch.Operation, error) {
+	ops, err := jsonpatch.CreatePatch([]byte(mustJSON(a)), []byte(mustJSON(b)))
+	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
+	return ops, err
 }
 
 // roundTrip normalizes numbers and types through JSON.
