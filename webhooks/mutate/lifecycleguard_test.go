@@ -39,7 +39,7 @@ func TestGuardControllerAnnotations(t *testing.T) {
 			got:  map[string]string{api.AnnotationIdleStop: ""},
 			want: []annotationUndo{{key: api.AnnotationIdleStop, value: `{"action":"stopped"}`, restore: true}}},
 		"a CREATE with both (copied from another cluster)": {requester: tenant, controller: ctl,
-			got: map[string]string{api.AnnotationIdleStop: "r", api.AnnotationIdleStopAt: "t"},
+			got:  map[string]string{api.AnnotationIdleStop: "r", api.AnnotationIdleStopAt: "t"},
 			want: []annotationUndo{{key: api.AnnotationIdleStop}, {key: api.AnnotationIdleStopAt}}},
 		"no controller named: even an empty requester is guarded": {
 			got:  map[string]string{api.AnnotationIdleStopAt: "t"},
