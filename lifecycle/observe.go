@@ -4,42 +4,42 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtstation/virtstation/api"
 )
 
-// defaults reads the cluster's lifecycle ConfigMap (in the install
-// namespace) and the VM's namespace's over it: a key the namespace does not
-// set keeps the cluster's value. A ConfigMap that does not parse keeps what
-// did and is reported by the returned error.
+// defaults reads the VM's namespace's lifecycle defaults (ReadDefaults):
+// a ConfigMap that does not parse keeps what did and is reported by the
+// returned error.
 func (c *Controller) defaults(ctx context.Context, namespace string) (api.LifecycleDefaults, error) {
-	d, _ := api.ParseLifecycleDefaults(nil, nil)
-	var errs []error
-	for _, ns := range []string{c.Namespace, namespace} {
+	d, invalid, err := ReadDefaults(ctx, c.Reader, c.Namespace, namespace)
+	return d, errors.Join(invalid, err)
+}
+
+// ReadDefaults reads the lifecycle defaults of namespace through r (the
+// manager's cache): its lifecycle ConfigMap over the install namespace's,
+// layered by api.LayerLifecycleDefaults, whose results it returns. The
+// controller and the mutating webhook both read them so.
+func ReadDefaults(ctx context.Context, r client.Reader, install, namespace string) (d api.LifecycleDefaults, invalid, err error) {
+	return api.LayerLifecycleDefaults(install, namespace, func(ns string) (map[string]string, bool, error) {
 		var cm corev1.ConfigMap
-		err := c.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: api.LifecycleConfigMap}, &cm)
+		err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: api.LifecycleConfigMap}, &cm)
 		if apierrors.IsNotFound(err) {
-			continue
+			return nil, false, nil
 		}
 		if err != nil {
-			return d, fmt.Errorf("read %s/%s: %w", ns, api.LifecycleConfigMap, err)
+			return nil, false, err
 		}
-		var ferrs field.ErrorList
-		d, ferrs = api.ParseLifecycleDefaultsOver(d, cm.Data, field.NewPath("data"))
-		if len(ferrs) > 0 {
-			errs = append(errs, fmt.Errorf("ConfigMap %s/%s: %w", ns, api.LifecycleConfigMap, ferrs.ToAggregate()))
-		}
-	}
-	return d, errors.Join(errs...)
+		return cm.Data, true, nil
+	})
 }
 
 // running says whether vmi runs for vm and since when.

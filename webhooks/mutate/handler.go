@@ -37,6 +37,8 @@ const Path = "/mutate-kubevirt-io-v1-virtualmachine"
 type Handler struct {
 	cluster  Cluster
 	revision func() string
+	// controller is the lifecycle controller's user (Input.Controller).
+	controller string
 }
 
 // HandlerOption configures a Handler.
@@ -45,6 +47,13 @@ type HandlerOption func(*Handler)
 // WithPolicyRevision records the active policy revision on each admitted VM.
 func WithPolicyRevision(revision func() string) HandlerOption {
 	return func(h *Handler) { h.revision = revision }
+}
+
+// WithController names the lifecycle controller's user, the webhook's own
+// identity: only its requests may change the annotations the controller
+// alone writes (Input.Controller). Without it no request may.
+func WithController(user string) HandlerOption {
+	return func(h *Handler) { h.controller = user }
 }
 
 // NewHandler returns a Handler that reads cluster state from cluster.
@@ -77,6 +86,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if h.revision != nil {
 		in.PolicyRevision = h.revision()
 	}
+	in.Controller = h.controller
 	res, err := Mutate(ctx, in, h.cluster)
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "mutation failed", "uid", req.UID, "namespace", in.Namespace, "name", in.Name)
@@ -101,7 +111,10 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 
 // decodeInput reads the request's object (and old object on UPDATE).
 func decodeInput(req admission.Request) (Input, error) {
-	in := Input{Operation: req.Operation, Namespace: req.Namespace, Name: req.Name, RequestUID: string(req.UID), Now: time.Now()}
+	in := Input{
+		Operation: req.Operation, Namespace: req.Namespace, Name: req.Name, RequestUID: string(req.UID), Now: time.Now(),
+		Requester: req.UserInfo.Username,
+	}
 	var err error
 	if in.Object, in.VM, err = DecodeVM(req.Object.Raw); err != nil {
 		return Input{}, err
