@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -40,6 +41,27 @@ func ReadDefaults(ctx context.Context, r client.Reader, install, namespace strin
 		}
 		return cm.Data, true, nil
 	})
+}
+
+// noteUnpause takes an unpause as activity: a VM whose last record is a
+// skip because its VMI was paused, and whose VMI runs unpaused now, was
+// taken back by its user (once: the time is remembered with the guest
+// agent's, and a controller that restarts takes it again at most once).
+// Without it the skip, recorded for this idle period, would hold until
+// new input.
+func (c *Controller) noteUnpause(key types.NamespacedName, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, now time.Time) {
+	rec := record(vm)
+	if paused(vmi) || rec.Action != api.IdleActionSkipped || !strings.Contains(rec.Reason, pausedReason) {
+		return
+	}
+	at, err := time.Parse(time.RFC3339, rec.At)
+	if err != nil {
+		return
+	}
+	if g, ok := c.state.guest(key, vm.UID); ok && g.at.After(at) {
+		return
+	}
+	c.state.setGuest(key, vm.UID, now, "the VMI was unpaused")
 }
 
 // running says whether vmi runs for vm and since when.
