@@ -3,7 +3,10 @@ package api
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -31,7 +34,8 @@ const (
 	AnnotationIdleStopUnsafe = "virtstation.io/idle-stop-unsafe"
 )
 
-// Annotations the lifecycle controller writes on a managed VirtualMachine.
+// Annotations the lifecycle controller writes on a managed VirtualMachine,
+// and it alone: the mutating webhook undoes anyone else's change to them.
 const (
 	// AnnotationIdleStopAt, RFC 3339, is set while the VM is pending an
 	// idle stop: the notice was given and the stop is due at that time.
@@ -156,7 +160,9 @@ func ParseLifecycleDefaults(data map[string]string, fld *field.Path) (LifecycleD
 // cluster's).
 func ParseLifecycleDefaultsOver(d LifecycleDefaults, data map[string]string, fld *field.Path) (LifecycleDefaults, field.ErrorList) {
 	var errs field.ErrorList
-	for k, v := range data {
+	// In key order, so the errors are too.
+	for _, k := range slices.Sorted(maps.Keys(data)) {
+		v := data[k]
 		var err *field.Error
 		switch k {
 		case LifecycleKeyMode:
@@ -180,6 +186,43 @@ func ParseLifecycleDefaultsOver(d LifecycleDefaults, data map[string]string, fld
 		}
 	}
 	return d, errs
+}
+
+// LifecycleConfigMapData reads the data of the lifecycle ConfigMap
+// (LifecycleConfigMap) in a namespace: found is false when there is none,
+// err a fault reading it.
+type LifecycleConfigMapData func(namespace string) (data map[string]string, found bool, err error)
+
+// LayerLifecycleDefaults is the lifecycle defaults of a VM in namespace,
+// as the lifecycle controller and the mutating webhook both read them: the
+// built-in defaults, the install namespace's ConfigMap over them (the
+// cluster's defaults; install "" has none), and namespace's over that. A
+// key a ConfigMap does not set keeps the value beneath it.
+//
+// A ConfigMap that does not parse keeps what did: invalid names each such
+// ConfigMap and its problems, and d is still usable. err is a fault of
+// read, which stops the layering; d is then what was read before it.
+func LayerLifecycleDefaults(install, namespace string, read LifecycleConfigMapData) (d LifecycleDefaults, invalid, err error) {
+	d, _ = ParseLifecycleDefaults(nil, nil)
+	var bad []error
+	for i, ns := range []string{install, namespace} {
+		if ns == "" || (i == 1 && ns == install) {
+			continue
+		}
+		data, found, rerr := read(ns)
+		if rerr != nil {
+			return d, errors.Join(bad...), fmt.Errorf("read ConfigMap %s/%s: %w", ns, LifecycleConfigMap, rerr)
+		}
+		if !found {
+			continue
+		}
+		var ferrs field.ErrorList
+		d, ferrs = ParseLifecycleDefaultsOver(d, data, field.NewPath("data"))
+		if len(ferrs) > 0 {
+			bad = append(bad, fmt.Errorf("ConfigMap %s/%s: %w", ns, LifecycleConfigMap, ferrs.ToAggregate()))
+		}
+	}
+	return d, errors.Join(bad...), nil
 }
 
 // ParseLifecycle reads a VM's lifecycle annotations over defaults; fld is

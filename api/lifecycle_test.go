@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -57,5 +58,70 @@ func TestEffectiveKeepRunning(t *testing.T) {
 	}
 	if got := EffectiveKeepRunning(t0.Add(time.Hour), t0, 8*time.Hour); !got.Equal(t0.Add(time.Hour)) {
 		t.Errorf("an hour's lease gives %s", got)
+	}
+}
+
+// TestLayerLifecycleDefaults: the namespace's ConfigMap over the install
+// namespace's over the built-in defaults; a ConfigMap that does not parse
+// keeps what did and is named; a read fault stops the layering.
+func TestLayerLifecycleDefaults(t *testing.T) {
+	builtIn, _ := ParseLifecycleDefaults(nil, nil)
+	errRead := errors.New("cache down")
+	tests := map[string]struct {
+		install, namespace string
+		data               map[string]map[string]string
+		readErr            map[string]error
+		want               LifecycleDefaults
+		wantInvalid        string
+		wantErr            error
+	}{
+		"none": {install: "vs", namespace: "team-a", want: builtIn},
+		"the cluster's": {install: "vs", namespace: "team-a",
+			data: map[string]map[string]string{"vs": {LifecycleKeyMaxKeepRunning: "2h", LifecycleKeyIdleTimeout: "1h"}},
+			want: LifecycleDefaults{Mode: ModeEnforce, IdleTimeout: time.Hour, IdleGracePeriod: DefaultIdleGracePeriod, MaxKeepRunning: 2 * time.Hour}},
+		"the namespace's over the cluster's": {install: "vs", namespace: "team-a",
+			data: map[string]map[string]string{"vs": {LifecycleKeyMaxKeepRunning: "2h", LifecycleKeyIdleTimeout: "1h"}, "team-a": {LifecycleKeyMaxKeepRunning: "30m"}},
+			want: LifecycleDefaults{Mode: ModeEnforce, IdleTimeout: time.Hour, IdleGracePeriod: DefaultIdleGracePeriod, MaxKeepRunning: 30 * time.Minute}},
+		"no install namespace": {namespace: "team-a",
+			data: map[string]map[string]string{"": {LifecycleKeyMaxKeepRunning: "2h"}, "team-a": {LifecycleKeyIdleTimeout: "1h"}},
+			want: LifecycleDefaults{Mode: ModeEnforce, IdleTimeout: time.Hour, IdleGracePeriod: DefaultIdleGracePeriod, MaxKeepRunning: DefaultMaxKeepRunning}},
+		"the install namespace once": {install: "vs", namespace: "vs",
+			data: map[string]map[string]string{"vs": {LifecycleKeyMaxKeepRunning: "bad"}},
+			want: builtIn, wantInvalid: "ConfigMap vs/virtstation-lifecycle: data[max-keep-running]: Invalid value: \"bad\""},
+		"a namespace's that does not parse keeps what did": {install: "vs", namespace: "team-a",
+			data:        map[string]map[string]string{"vs": {LifecycleKeyMaxKeepRunning: "2h"}, "team-a": {LifecycleKeyMaxKeepRunning: "forever", LifecycleKeyIdleTimeout: "1h"}},
+			want:        LifecycleDefaults{Mode: ModeEnforce, IdleTimeout: time.Hour, IdleGracePeriod: DefaultIdleGracePeriod, MaxKeepRunning: 2 * time.Hour},
+			wantInvalid: "ConfigMap team-a/virtstation-lifecycle: data[max-keep-running]"},
+		"a read fault": {install: "vs", namespace: "team-a",
+			data:    map[string]map[string]string{"vs": {LifecycleKeyMaxKeepRunning: "2h"}},
+			readErr: map[string]error{"team-a": errRead},
+			want:    LifecycleDefaults{Mode: ModeEnforce, IdleGracePeriod: DefaultIdleGracePeriod, MaxKeepRunning: 2 * time.Hour}, wantErr: errRead},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			reads := map[string]int{}
+			got, invalid, err := LayerLifecycleDefaults(tc.install, tc.namespace, func(ns string) (map[string]string, bool, error) {
+				reads[ns]++
+				if err := tc.readErr[ns]; err != nil {
+					return nil, false, err
+				}
+				d, ok := tc.data[ns]
+				return d, ok, nil
+			})
+			if got != tc.want {
+				t.Errorf("defaults %+v, want %+v", got, tc.want)
+			}
+			if (invalid == nil) != (tc.wantInvalid == "") || invalid != nil && !strings.Contains(invalid.Error(), tc.wantInvalid) {
+				t.Errorf("invalid %v, want %q", invalid, tc.wantInvalid)
+			}
+			if !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
+				t.Errorf("err %v, want %v", err, tc.wantErr)
+			}
+			for ns, n := range reads {
+				if n > 1 || ns == "" {
+					t.Errorf("read %q %d times", ns, n)
+				}
+			}
+		})
 	}
 }

@@ -8,10 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 )
-
-// deleteRule is the rule id deletion denials name.
-const deleteRule = "data-disk-delete"
 
 // BlockingClaim is a claim that stands in the way of deleting a disk.
 type BlockingClaim struct {
@@ -59,23 +57,23 @@ func (b Blockers) errors() field.ErrorList {
 			path = field.NewPath("metadata", "ownerReferences")
 			subject = fmt.Sprintf("%s belongs to DataVolume %s/%s, which", this, b.Disk.Namespace, c.Via)
 		}
-		var msg string
+		var detail, fix string
 		if c.Pending > 0 && c.Exists {
-			msg = fmt.Sprintf("%s is claimed %s by VirtualMachine %s, which does not attach it (any more); the claim was written moments ago, so an update of that VM may still be in progress (rule: %s; fix: retry in %s)",
-				subject, how, c.VM, deleteRule, roundUp(c.Pending))
+			detail = fmt.Sprintf("%s is claimed %s by VirtualMachine %s, which does not attach it (any more); the claim was written moments ago, so an update of that VM may still be in progress", subject, how, c.VM)
+			fix = fmt.Sprintf("retry in %s", roundUp(c.Pending))
 		} else if c.Pending > 0 {
-			msg = fmt.Sprintf("%s is claimed %s by VirtualMachine %s, which does not exist yet: its create may still be in progress (rule: %s; fix: retry in %s; if the VM was created by then, delete it or detach the disk from it first)",
-				subject, how, c.VM, deleteRule, roundUp(c.Pending))
+			detail = fmt.Sprintf("%s is claimed %s by VirtualMachine %s, which does not exist yet: its create may still be in progress", subject, how, c.VM)
+			fix = fmt.Sprintf("retry in %s; if the VM was created by then, delete it or detach the disk from it first", roundUp(c.Pending))
 		} else {
-			msg = fmt.Sprintf("%s is attached %s to VirtualMachine %s (rule: %s; fix: delete VirtualMachine %s, or detach the disk by removing it from the VM's virtstation.io/data-disks annotation or spec.template.spec.volumes, then delete the %s)",
-				subject, how, c.VM, deleteRule, c.VM, b.Kind)
+			detail = fmt.Sprintf("%s is attached %s to VirtualMachine %s", subject, how, c.VM)
+			fix = fmt.Sprintf("delete VirtualMachine %s, or detach the disk by removing it from the VM's virtstation.io/data-disks annotation or spec.template.spec.volumes, then delete the %s", c.VM, b.Kind)
 		}
-		errs = append(errs, field.Forbidden(path, msg))
+		errs = append(errs, field.Forbidden(path, policy.Explain(detail, policy.RuleDataDiskDelete, fix)))
 	}
 	for _, vmi := range b.VMIs {
-		errs = append(errs, field.Forbidden(field.NewPath("metadata", "name"), fmt.Sprintf(
-			"%s is in use by VirtualMachineInstance %s (rule: %s; fix: stop that VM (virtctl stop) and delete it or detach the disk first, then delete the %s)",
-			this, vmi, deleteRule, b.Kind)))
+		errs = append(errs, field.Forbidden(field.NewPath("metadata", "name"), policy.Explain(
+			fmt.Sprintf("%s is in use by VirtualMachineInstance %s", this, vmi), policy.RuleDataDiskDelete,
+			fmt.Sprintf("stop that VM (virtctl stop) and delete it or detach the disk first, then delete the %s", b.Kind))))
 	}
 	return errs
 }

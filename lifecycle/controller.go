@@ -108,6 +108,7 @@ func (c *Controller) observe(ctx context.Context, vm *kubevirtv1.VirtualMachine)
 		return o, err
 	default:
 		o.Running, o.Since = running(vm, &vmi)
+		c.noteUnpause(key, vm, &vmi, o.Now)
 	}
 	var lease coordinationv1.Lease
 	var leaseRead *coordinationv1.Lease

@@ -4,42 +4,64 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtstation/virtstation/api"
 )
 
-// defaults reads the cluster's lifecycle ConfigMap (in the install
-// namespace) and the VM's namespace's over it: a key the namespace does not
-// set keeps the cluster's value. A ConfigMap that does not parse keeps what
-// did and is reported by the returned error.
+// defaults reads the VM's namespace's lifecycle defaults (ReadDefaults):
+// a ConfigMap that does not parse keeps what did and is reported by the
+// returned error.
 func (c *Controller) defaults(ctx context.Context, namespace string) (api.LifecycleDefaults, error) {
-	d, _ := api.ParseLifecycleDefaults(nil, nil)
-	var errs []error
-	for _, ns := range []string{c.Namespace, namespace} {
+	d, invalid, err := ReadDefaults(ctx, c.Reader, c.Namespace, namespace)
+	return d, errors.Join(invalid, err)
+}
+
+// ReadDefaults reads the lifecycle defaults of namespace through r (the
+// manager's cache): its lifecycle ConfigMap over the install namespace's,
+// layered by api.LayerLifecycleDefaults, whose results it returns. The
+// controller and the mutating webhook both read them so.
+func ReadDefaults(ctx context.Context, r client.Reader, install, namespace string) (d api.LifecycleDefaults, invalid, err error) {
+	return api.LayerLifecycleDefaults(install, namespace, func(ns string) (map[string]string, bool, error) {
 		var cm corev1.ConfigMap
-		err := c.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: api.LifecycleConfigMap}, &cm)
+		err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: api.LifecycleConfigMap}, &cm)
 		if apierrors.IsNotFound(err) {
-			continue
+			return nil, false, nil
 		}
 		if err != nil {
-			return d, fmt.Errorf("read %s/%s: %w", ns, api.LifecycleConfigMap, err)
+			return nil, false, err
 		}
-		var ferrs field.ErrorList
-		d, ferrs = api.ParseLifecycleDefaultsOver(d, cm.Data, field.NewPath("data"))
-		if len(ferrs) > 0 {
-			errs = append(errs, fmt.Errorf("ConfigMap %s/%s: %w", ns, api.LifecycleConfigMap, ferrs.ToAggregate()))
-		}
+		return cm.Data, true, nil
+	})
+}
+
+// noteUnpause takes an unpause as activity: a VM whose last record is a
+// skip because its VMI was paused, and whose VMI runs unpaused now, was
+// taken back by its user (once: the time is remembered with the guest
+// agent's, and a controller that restarts takes it again at most once).
+// Without it the skip, recorded for this idle period, would hold until
+// new input.
+func (c *Controller) noteUnpause(key types.NamespacedName, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, now time.Time) {
+	rec := record(vm)
+	if paused(vmi) || rec.Action != api.IdleActionSkipped || !strings.Contains(rec.Reason, pausedReason) {
+		return
 	}
-	return d, errors.Join(errs...)
+	at, err := time.Parse(time.RFC3339, rec.At)
+	if err != nil {
+		return
+	}
+	if g, ok := c.state.guest(key, vm.UID); ok && g.at.After(at) {
+		return
+	}
+	c.state.setGuest(key, vm.UID, now, "the VMI was unpaused")
 }
 
 // running says whether vmi runs for vm and since when.

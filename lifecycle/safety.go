@@ -52,16 +52,28 @@ func DataLoss(spec *kubevirtv1.VirtualMachineInstanceSpec, claim ClaimPhase) str
 	return strings.Join(why, "; ")
 }
 
+// pausedReason is PausedLoss's answer, and how a skip record says the VMI
+// was paused.
+const pausedReason = "the VMI is paused: a stop drops its memory (unpause it, or stop it yourself)"
+
 // PausedLoss says why stopping vmi would lose data when it is paused
 // (virtctl pause): its memory holds what its user left, and a stop drops
 // it. "" when it is not paused.
 func PausedLoss(vmi *kubevirtv1.VirtualMachineInstance) string {
-	for _, c := range vmi.Status.Conditions {
-		if c.Type == kubevirtv1.VirtualMachineInstancePaused && c.Status == corev1.ConditionTrue {
-			return "the VMI is paused: a stop drops its memory (unpause it, or stop it yourself)"
-		}
+	if paused(vmi) {
+		return pausedReason
 	}
 	return ""
+}
+
+// paused says whether KubeVirt reports vmi paused.
+func paused(vmi *kubevirtv1.VirtualMachineInstance) bool {
+	for _, c := range vmi.Status.Conditions {
+		if c.Type == kubevirtv1.VirtualMachineInstancePaused {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // maxReasons is how many volumes a data-loss reason names.

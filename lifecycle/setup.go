@@ -47,14 +47,15 @@ func sameName(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}}
 }
 
-// vmiPhaseChanged passes VMI creates, deletes and phase changes, not the
-// frequent status updates within a phase.
+// vmiPhaseChanged passes VMI creates, deletes, phase changes and pauses
+// or unpauses, not the frequent status updates within a phase.
 func vmiPhaseChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, ok1 := e.ObjectOld.(*kubevirtv1.VirtualMachineInstance)
 			n, ok2 := e.ObjectNew.(*kubevirtv1.VirtualMachineInstance)
-			return !ok1 || !ok2 || o.Status.Phase != n.Status.Phase || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+			return !ok1 || !ok2 || o.Status.Phase != n.Status.Phase || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
+				paused(o) != paused(n)
 		},
 	}
 }

@@ -7,6 +7,10 @@
 // beside <id>_test.rego. virtstation.rego collects the deny and warn sets of
 // every package under virtstation.rules. Run the Rego tests with
 // `opa test policies/` (or `virtstation policy test`).
+//
+// These are the shipped policies, not the vocabulary: the rule ids, the
+// Decision and Violation an evaluation gives, the enforcement modes and
+// the denial constructor (Explain) are package policy.
 package policies
 
 import "embed"

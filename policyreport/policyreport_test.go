@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/webhooks/validate"
 )
 
@@ -24,39 +25,39 @@ func brief(rs []Result) string {
 // TestVMResults: one result per rule, its value from the violations and the
 // rule's mode, with the webhook's message and field path.
 func TestVMResults(t *testing.T) {
-	mount := validate.Violation{ID: "mount-path", Field: "metadata.annotations[virtstation.io/data-disks][0].mountPath", Message: " /etc is a system directory (rule: mount-path; fix: mount under /srv) "}
-	mount2 := validate.Violation{ID: "mount-path", Field: "metadata.annotations[virtstation.io/data-disks][1].mountPath", Message: "/usr too (rule: mount-path; fix: x)"}
+	mount := policy.Violation{ID: "mount-path", Field: "metadata.annotations[virtstation.io/data-disks][0].mountPath", Message: " /etc is a system directory (rule: mount-path; fix: mount under /srv) "}
+	mount2 := policy.Violation{ID: "mount-path", Field: "metadata.annotations[virtstation.io/data-disks][1].mountPath", Message: "/usr too (rule: mount-path; fix: x)"}
 	rules := []string{"disk-claim", "mount-path"}
 	cases := map[string]struct {
-		d     validate.Decision
-		modes validate.Modes
+		d     policy.Decision
+		modes policy.Modes
 		want  string
 	}{
 		"all pass": {
 			want: "ws-alice disk-claim pass mode=deny field= msg=\"\"\nws-alice mount-path pass mode=deny field= msg=\"\"",
 		},
 		"deny mode fails with the webhook's message": {
-			d:    validate.Decision{Deny: []validate.Violation{mount}},
+			d:    policy.Decision{Deny: []policy.Violation{mount}},
 			want: "ws-alice disk-claim pass mode=deny field= msg=\"\"\nws-alice mount-path fail mode=deny field=metadata.annotations[virtstation.io/data-disks][0].mountPath msg=\"/etc is a system directory (rule: mount-path; fix: mount under /srv)\"",
 		},
 		"dryrun mode still fails": {
-			d: validate.Decision{Deny: []validate.Violation{mount}}, modes: validate.Modes{"mount-path": validate.ModeDryRun},
+			d: policy.Decision{Deny: []policy.Violation{mount}}, modes: policy.Modes{"mount-path": policy.ModeDryRun},
 			want: "ws-alice disk-claim pass mode=deny field= msg=\"\"\nws-alice mount-path fail mode=dryrun field=metadata.annotations[virtstation.io/data-disks][0].mountPath msg=\"/etc is a system directory (rule: mount-path; fix: mount under /srv)\"",
 		},
 		"warn mode warns": {
-			d: validate.Decision{Deny: []validate.Violation{mount}}, modes: validate.Modes{"mount-path": validate.ModeWarn},
+			d: policy.Decision{Deny: []policy.Violation{mount}}, modes: policy.Modes{"mount-path": policy.ModeWarn},
 			want: "ws-alice disk-claim pass mode=deny field= msg=\"\"\nws-alice mount-path warn mode=warn field=metadata.annotations[virtstation.io/data-disks][0].mountPath msg=\"/etc is a system directory (rule: mount-path; fix: mount under /srv)\"",
 		},
 		"two violations, one result": {
-			d:    validate.Decision{Deny: []validate.Violation{mount, mount2}},
+			d:    policy.Decision{Deny: []policy.Violation{mount, mount2}},
 			want: "ws-alice disk-claim pass mode=deny field= msg=\"\"\nws-alice mount-path fail mode=deny field=metadata.annotations[virtstation.io/data-disks][0].mountPath, metadata.annotations[virtstation.io/data-disks][1].mountPath msg=\"/etc is a system directory (rule: mount-path; fix: mount under /srv)\\n/usr too (rule: mount-path; fix: x)\"",
 		},
 		"a warn violation of a rule the set does not list": {
-			d:    validate.Decision{Warn: []validate.Violation{{ID: "policy", Field: "spec", Message: "m"}}},
+			d:    policy.Decision{Warn: []policy.Violation{{ID: "policy", Field: "spec", Message: "m"}}},
 			want: "ws-alice disk-claim pass mode=deny field= msg=\"\"\nws-alice mount-path pass mode=deny field= msg=\"\"\nws-alice policy warn mode=deny field=spec msg=\"m\"",
 		},
 		"deny and warn of one rule: fail": {
-			d:    validate.Decision{Deny: []validate.Violation{mount}, Warn: []validate.Violation{{ID: "mount-path", Field: "f", Message: "w"}}},
+			d:    policy.Decision{Deny: []policy.Violation{mount}, Warn: []policy.Violation{{ID: "mount-path", Field: "f", Message: "w"}}},
 			want: "ws-alice disk-claim pass mode=deny field= msg=\"\"\nws-alice mount-path fail mode=deny field=metadata.annotations[virtstation.io/data-disks][0].mountPath, f msg=\"/etc is a system directory (rule: mount-path; fix: mount under /srv)\\nw\"",
 		},
 	}
@@ -79,14 +80,14 @@ func TestVMResults(t *testing.T) {
 // bound, and a namespace too large for one object gets several reports,
 // never splitting a VM's results.
 func TestBoundedSize(t *testing.T) {
-	long := validate.Violation{ID: "r", Field: strings.Repeat("f", 5000), Message: strings.Repeat("é", 5000)}
-	r := VMResults(vm, nil, validate.Decision{Deny: []validate.Violation{long}}, nil)[0]
+	long := policy.Violation{ID: "r", Field: strings.Repeat("f", 5000), Message: strings.Repeat("é", 5000)}
+	r := VMResults(vm, nil, policy.Decision{Deny: []policy.Violation{long}}, nil)[0]
 	if len(r.Description) > maxMessageBytes || len(r.Properties[PropField]) > maxFieldBytes || !strings.HasSuffix(r.Description, "…") {
 		t.Errorf("message %d bytes, field %d bytes: not bounded", len(r.Description), len(r.Properties[PropField]))
 	}
 	var all []Result
 	for i := 0; i < 2000; i++ {
-		all = append(all, VMResults(VMRef("ns", fmt.Sprintf("vm-%04d", i), "u"), []string{"a", "b"}, validate.Decision{Deny: []validate.Violation{long}}, nil)...)
+		all = append(all, VMResults(VMRef("ns", fmt.Sprintf("vm-%04d", i), "u"), []string{"a", "b"}, policy.Decision{Deny: []policy.Violation{long}}, nil)...)
 	}
 	reports := Build("ns", all)
 	if len(reports) < 2 {
@@ -125,8 +126,8 @@ func TestBoundedSize(t *testing.T) {
 // of VMs the previous audit knew.
 func TestStampAndTransitions(t *testing.T) {
 	t0, t1 := time.Unix(1000, 0), time.Unix(2000, 0)
-	bad := validate.Decision{Deny: []validate.Violation{{ID: "mount-path", Field: "f", Message: "m"}}}
-	prev := VMResults(vm, []string{"mount-path", "disk-claim"}, validate.Decision{}, nil)
+	bad := policy.Decision{Deny: []policy.Violation{{ID: "mount-path", Field: "f", Message: "m"}}}
+	prev := VMResults(vm, []string{"mount-path", "disk-claim"}, policy.Decision{}, nil)
 	Stamp(prev, nil, t0)
 	next := VMResults(vm, []string{"mount-path", "disk-claim", "owner"}, bad, nil)
 	Stamp(next, prev, t1)
@@ -144,7 +145,7 @@ func TestStampAndTransitions(t *testing.T) {
 	}
 
 	newVM := VMResults(VMRef("team-a", "ws-new", "uid-2"), []string{"mount-path"}, bad, nil)
-	owner := validate.Decision{Deny: []validate.Violation{{ID: "owner", Field: "f", Message: "m"}}}
+	owner := policy.Decision{Deny: []policy.Violation{{ID: "owner", Field: "f", Message: "m"}}}
 	cases := map[string]struct {
 		previous, next []Result
 		want           []string
@@ -175,7 +176,7 @@ func TestStampAndTransitions(t *testing.T) {
 // TestObjectRoundTrip: both report kinds carry the content and the label,
 // and read back equal.
 func TestObjectRoundTrip(t *testing.T) {
-	rs := VMResults(vm, []string{"disk-claim", "mount-path"}, validate.Decision{Deny: []validate.Violation{{ID: "mount-path", Field: "f", Message: "m"}}, Revision: "rev1"}, nil)
+	rs := VMResults(vm, []string{"disk-claim", "mount-path"}, policy.Decision{Deny: []policy.Violation{{ID: "mount-path", Field: "f", Message: "m"}}, Revision: "rev1"}, nil)
 	Stamp(rs, nil, time.Unix(1000, 0))
 	rep := Build("team-a", rs)[0]
 	for _, gvk := range []struct{ kind, apiVersion string }{{"PolicyReport", "wgpolicyk8s.io/v1alpha2"}, {"Report", "openreports.io/v1alpha1"}} {
@@ -217,7 +218,7 @@ func TestFromEvaluation(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := FromEvaluation(vm, []string{"mount-path", "disk-claim"}, validate.Decision{}, tc.err, nil, "rev1")
+			got := FromEvaluation(vm, []string{"mount-path", "disk-claim"}, policy.Decision{}, tc.err, nil, "rev1")
 			if brief(got) != tc.want {
 				t.Errorf("got\n%s\nwant\n%s", brief(got), tc.want)
 			}

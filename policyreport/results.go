@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/virtstation/virtstation/webhooks/validate"
+	"github.com/virtstation/virtstation/policy"
 )
 
 // Result is one VM's result for one rule.
@@ -65,7 +65,7 @@ func VMRef(namespace, name string, uid types.UID) corev1.ObjectReference {
 // (dryrun is how a rule is tried on live VMs before it is enforced) and
 // warns in warn mode; a warn violation warns. The message is the webhook's,
 // one line per violation. Timestamps are left zero (see Stamp).
-func VMResults(vm corev1.ObjectReference, rules []string, d validate.Decision, modes validate.Modes) []Result {
+func VMResults(vm corev1.ObjectReference, rules []string, d policy.Decision, modes policy.Modes) []Result {
 	type acc struct {
 		result          orv1alpha1.Result
 		fields, message []string
@@ -74,7 +74,7 @@ func VMResults(vm corev1.ObjectReference, rules []string, d validate.Decision, m
 	for _, id := range rules {
 		byRule[id] = &acc{result: Pass}
 	}
-	add := func(v validate.Violation, r orv1alpha1.Result) {
+	add := func(v policy.Violation, r orv1alpha1.Result) {
 		a := byRule[v.ID]
 		if a == nil {
 			a = &acc{result: Pass}
@@ -87,7 +87,7 @@ func VMResults(vm corev1.ObjectReference, rules []string, d validate.Decision, m
 		a.message = append(a.message, strings.TrimSpace(v.Message))
 	}
 	for _, v := range d.Deny {
-		if modes.Mode(v.ID) == validate.ModeWarn {
+		if modes.Mode(v.ID) == policy.ModeWarn {
 			add(v, Warn)
 		} else {
 			add(v, Fail)
@@ -116,7 +116,7 @@ func VMResults(vm corev1.ObjectReference, rules []string, d validate.Decision, m
 // ErrorResults is an error result for each rule of rules: the VM's
 // evaluation failed with message (such as the admission's deadline
 // denial), so nothing is known of any rule.
-func ErrorResults(vm corev1.ObjectReference, rules []string, message string, modes validate.Modes, revision string) []Result {
+func ErrorResults(vm corev1.ObjectReference, rules []string, message string, modes policy.Modes, revision string) []Result {
 	ids := append([]string(nil), rules...)
 	sort.Strings(ids)
 	out := make([]Result, 0, len(ids))
@@ -128,12 +128,12 @@ func ErrorResults(vm corev1.ObjectReference, rules []string, message string, mod
 
 // FromEvaluation is the VM's results from one evaluation of its policies:
 // those of its decision d when err is nil, else an error result for each
-// rule, whose message is the webhook's deadline denial when the evaluation
-// ran past its deadline. revision is the policy set evaluated. The webhook's
+// rule, whose message is the webhook's own denial when err has one
+// (policy.Denier: an evaluation that ran past its deadline). revision is the policy set evaluated. The webhook's
 // audit and `virtstation render --report` both call it, so they report a
 // failed evaluation alike.
-func FromEvaluation(vm corev1.ObjectReference, rules []string, d validate.Decision, err error, modes validate.Modes, revision string) []Result {
-	var late *validate.DeadlineError
+func FromEvaluation(vm corev1.ObjectReference, rules []string, d policy.Decision, err error, modes policy.Modes, revision string) []Result {
+	var late policy.Denier
 	switch {
 	case err == nil:
 		return VMResults(vm, rules, d, modes)

@@ -420,7 +420,9 @@ func withMetadata(obj Object, key, value string) Object {
 	return out
 }
 
-// addState records a Secret, VMI or KubeVirt CR for the cluster view.
+// addState records a Secret, VMI, KubeVirt CR or lifecycle ConfigMap for
+// the cluster view. Render knows no install namespace: a lifecycle
+// ConfigMap gives the defaults of its own namespace only.
 func addState(c *mutate.StaticCluster, obj Object, ns string) error {
 	u := &unstructured.Unstructured{Object: obj}
 	if u.GetNamespace() == "" {
@@ -436,6 +438,15 @@ func addState(c *mutate.StaticCluster, obj Object, ns string) error {
 			return fmt.Errorf("decode KubeVirt %s: %w", u.GetName(), err)
 		}
 		c.AddKubeVirt(&kv)
+	case schema.GroupKind{Kind: "ConfigMap"}:
+		if u.GetName() != api.LifecycleConfigMap {
+			return nil
+		}
+		data, _, err := unstructured.NestedStringMap(u.Object, "data")
+		if err != nil {
+			return fmt.Errorf("ConfigMap %s/%s: data: %w", u.GetNamespace(), u.GetName(), err)
+		}
+		c.AddLifecycleConfigMap(u.GetNamespace(), data)
 	case schema.GroupKind{Kind: "Secret"}:
 		var s corev1.Secret
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &s); err != nil {

@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync/atomic"
@@ -115,7 +116,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 
 	cluster := mutate.CacheCluster{
 		Lookup: disks.Cache{Reader: mgr.GetCache(), NoDataVolumes: !cdi},
-		Reader: mgr.GetCache(), NoKubeVirt: !kv,
+		Reader: mgr.GetCache(), NoKubeVirt: !kv, Namespace: opts.Namespace,
+	}
+	// The lifecycle controller's user: its requests alone change the
+	// annotations it writes on VMs.
+	identity, err := whoAmI(ctx, mgr.GetConfig())
+	if err != nil {
+		return err
 	}
 	verifier := provenance.Verifier{Reader: mgr.GetAPIReader()}
 	srv := mgr.GetWebhookServer()
@@ -123,7 +130,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	register := func(path string, h admission.Handler) {
 		srv.Register(path, RequireAdmissionReview(&webhook.Admission{Handler: h}))
 	}
-	register(mutate.Path, mutate.NewHandler(cluster, mutate.WithPolicyRevision(engine.Revision)))
+	register(mutate.Path, mutate.NewHandler(cluster, mutate.WithPolicyRevision(engine.Revision), mutate.WithController(identity)))
 	register(validate.VMPath, &validate.VMHandler{
 		Engine: engine, Modes: modes, Client: mgr.GetClient(), Verifier: verifier, DryRun: policyMetrics.DryRunViolation,
 		Recorder: mgr.GetEventRecorder("virtstation-policy"), Metrics: policyMetrics,
@@ -179,7 +186,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := sshKeys.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up ssh key sync: %w", err)
 	}
-	if err := setupLifecycle(ctx, mgr, opts); err != nil {
+	if err := setupLifecycle(mgr, opts, identity); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -248,8 +255,9 @@ func served(mgr ctrl.Manager, gvk schema.GroupVersionKind) (bool, error) {
 }
 
 // setupLifecycle registers the idle-stop controller (package lifecycle),
-// which stops VMs as the controller's own user, named in its records.
-func setupLifecycle(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+// which stops VMs as identity, the controller's own user, named in its
+// records.
+func setupLifecycle(mgr ctrl.Manager, opts Options, identity string) error {
 	kv, err := lifecycle.NewSubresources(mgr.GetConfig())
 	if err != nil {
 		return err
@@ -257,7 +265,7 @@ func setupLifecycle(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	c := &lifecycle.Controller{
 		Client: mgr.GetClient(), Reader: mgr.GetCache(), APIReader: mgr.GetAPIReader(), KubeVirt: kv,
 		Recorder: mgr.GetEventRecorder("virtstation-lifecycle"), Namespace: opts.Namespace,
-		Identity: whoAmI(ctx, mgr.GetConfig()),
+		Identity: identity,
 	}
 	if err := c.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up lifecycle controller: %w", err)
@@ -265,16 +273,38 @@ func setupLifecycle(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	return nil
 }
 
-// whoAmI is the user cfg authenticates as, from a SelfSubjectReview; the
-// controller's name when the API server cannot say.
-func whoAmI(ctx context.Context, cfg *rest.Config) string {
+// whoAmITries and whoAmIInterval bound how long start-up waits for the API
+// server to say who the webhook is: the mutating webhook lets only that user
+// change the lifecycle controller's annotations, so a guessed name would
+// undo every write of the controller. Failing start-up (the pod restarts)
+// is better.
+const (
+	whoAmITries    = 5
+	whoAmIInterval = 2 * time.Second
+)
+
+// whoAmI is the user cfg authenticates as, from a SelfSubjectReview (GA
+// since Kubernetes 1.28), tried whoAmITries times.
+func whoAmI(ctx context.Context, cfg *rest.Config) (string, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return "virtstation-" + lifecycle.ControllerName
+		return "", fmt.Errorf("who am I: %w", err)
 	}
-	r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	if err != nil || r.Status.UserInfo.Username == "" {
-		return "virtstation-" + lifecycle.ControllerName
+	for i := 1; ; i++ {
+		r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err == nil && r.Status.UserInfo.Username != "" {
+			return r.Status.UserInfo.Username, nil
+		}
+		if err == nil {
+			err = errors.New("no username in the SelfSubjectReview")
+		}
+		if i == whoAmITries {
+			return "", fmt.Errorf("who am I (SelfSubjectReview): %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("who am I: %w", ctx.Err())
+		case <-time.After(whoAmIInterval):
+		}
 	}
-	return r.Status.UserInfo.Username
 }

@@ -94,16 +94,22 @@ func keepRunningLease(cur *coordinationv1.Lease, namespace string, vm types.Name
 	return l
 }
 
-// heldUntil is the keep-running lease cur already records, when taking one
-// until then would extend it by less than interval: that request writes
-// nothing (a user clicking "Keep running" again and again costs one write
-// per interval), and the lease held is the answer.
-func heldUntil(cur *coordinationv1.Lease, until time.Time, interval time.Duration) (time.Time, bool) {
+// heldUntil is the keep-running lease cur already records, when it was
+// taken less than interval before now and taking one until until would
+// extend it by less than interval: that request writes nothing (a user
+// clicking "Keep running" again and again costs one write per interval),
+// and the lease held is the answer. An older lease is always written
+// anew: a lower max-keep-running set since may cap it shorter than it says.
+func heldUntil(cur *coordinationv1.Lease, now, until time.Time, interval time.Duration) (time.Time, bool) {
 	if cur == nil {
 		return time.Time{}, false
 	}
 	held, err := time.Parse(time.RFC3339, cur.Annotations[api.AnnotationKeepRunningUntil])
 	if err != nil || !held.Add(interval).After(until) {
+		return time.Time{}, false
+	}
+	at, err := time.Parse(time.RFC3339, cur.Annotations[api.AnnotationKeepRunningAt])
+	if err != nil || !at.Add(interval).After(now) {
 		return time.Time{}, false
 	}
 	return held, true

@@ -87,29 +87,35 @@ func TestActivityLease(t *testing.T) {
 	}
 }
 
-// TestHeldUntil: a keep-running request that would extend the lease held
-// by less than the interval writes nothing and answers with the lease held.
+// TestHeldUntil: a keep-running request within the interval of the last
+// one that would extend its lease by less than the interval writes nothing
+// and answers with the lease held.
 func TestHeldUntil(t *testing.T) {
 	t0 := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
-	holding := func(until string) *coordinationv1.Lease {
-		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{api.AnnotationKeepRunningUntil: until}}}
+	holding := func(until, at string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+			api.AnnotationKeepRunningUntil: until, api.AnnotationKeepRunningAt: at,
+		}}}
 	}
+	const justNow = "2026-12-06T08:59:30Z"
 	for name, tc := range map[string]struct {
 		cur   *coordinationv1.Lease
 		until time.Time
 		write bool
 	}{
-		"no Lease":                    {cur: nil, until: t0, write: true},
-		"no lease held":               {cur: &coordinationv1.Lease{}, until: t0, write: true},
-		"a lease that does not parse": {cur: holding("tomorrow"), until: t0, write: true},
-		"the same again":              {cur: holding("2026-12-06T09:00:00Z"), until: t0, write: false},
-		"extends it by 59s":           {cur: holding("2026-12-06T09:00:00Z"), until: t0.Add(59 * time.Second), write: false},
-		"extends it by the interval":  {cur: holding("2026-12-06T09:00:00Z"), until: t0.Add(time.Minute), write: true},
-		"shorter than the lease held": {cur: holding("2026-12-06T17:00:00Z"), until: t0, write: false},
-		"an hour past the lease held": {cur: holding("2026-12-06T08:00:00Z"), until: t0, write: true},
+		"no Lease":                                   {cur: nil, until: t0, write: true},
+		"no lease held":                              {cur: &coordinationv1.Lease{}, until: t0, write: true},
+		"a lease that does not parse":                {cur: holding("tomorrow", justNow), until: t0, write: true},
+		"the same again":                             {cur: holding("2026-12-06T09:00:00Z", justNow), until: t0, write: false},
+		"extends it by 59s":                          {cur: holding("2026-12-06T09:00:00Z", justNow), until: t0.Add(59 * time.Second), write: false},
+		"extends it by the interval":                 {cur: holding("2026-12-06T09:00:00Z", justNow), until: t0.Add(time.Minute), write: true},
+		"shorter than the lease just taken":          {cur: holding("2026-12-06T17:00:00Z", justNow), until: t0, write: false},
+		"shorter than a lease taken an interval ago": {cur: holding("2026-12-06T17:00:00Z", "2026-12-06T08:59:00Z"), until: t0, write: true},
+		"a lease taken at an unknown time":           {cur: holding("2026-12-06T17:00:00Z", ""), until: t0, write: true},
+		"an hour past the lease held":                {cur: holding("2026-12-06T08:00:00Z", justNow), until: t0, write: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			held, ok := heldUntil(tc.cur, tc.until, time.Minute)
+			held, ok := heldUntil(tc.cur, t0, tc.until, time.Minute)
 			if ok == tc.write {
 				t.Fatalf("heldUntil = %v, %v; want a write: %v", held, ok, tc.write)
 			}

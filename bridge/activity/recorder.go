@@ -262,9 +262,9 @@ func (r *Recorder) get(ctx context.Context, name string) (*coordinationv1.Lease,
 
 // KeepRunning records a keep-running lease user took on VM
 // namespace/name for d from now, which is activity now too, and returns
-// until when (to the second, as the annotation says). A request that
-// would extend the lease held by less than the Interval writes nothing and
-// returns the lease held. A write that races another is retried a few
+// until when (to the second, as the annotation says). A request within an
+// Interval of the last one that would extend its lease by less than the
+// Interval writes nothing and returns the lease held. A write that races another is retried a few
 // times.
 func (r *Recorder) KeepRunning(ctx context.Context, namespace, name, user string, d time.Duration) (time.Time, error) {
 	vm := types.NamespacedName{Namespace: namespace, Name: name}
@@ -277,7 +277,7 @@ func (r *Recorder) KeepRunning(ctx context.Context, namespace, name, user string
 		if cur, err = r.get(ctx, leaseName); err != nil {
 			break
 		}
-		if held, ok := heldUntil(cur, until, r.opts.Interval); ok {
+		if held, ok := heldUntil(cur, now, until, r.opts.Interval); ok {
 			return held, nil
 		}
 		l := keepRunningLease(cur, r.namespace, vm, user, now, until)

@@ -17,7 +17,8 @@ import (
 
 // TestIdleNeverStopsAPausedVM: a paused VMI (virtctl pause) holds its
 // user's work in memory. Its disks are safe, yet the stop is skipped with
-// the reason recorded, and KubeVirt's stop is never called.
+// the reason recorded, and KubeVirt's stop is never called. Unpaused, it
+// is stopped when idle again.
 func TestIdleNeverStopsAPausedVM(t *testing.T) {
 	kv := subresourceAPI(t)
 	t.Parallel()
@@ -48,4 +49,20 @@ func TestIdleNeverStopsAPausedVM(t *testing.T) {
 	if n := len(stopsOf(kv, ns, "ws")); n != 0 {
 		t.Errorf("%d stop calls, want none", n)
 	}
+
+	// Unpaused (KubeVirt drops the condition), it is idle again from the
+	// unpause: notice, grace, stop.
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "ws"}, vmi); err != nil {
+		t.Fatal(err)
+	}
+	vmi.Status.Conditions = vmi.Status.Conditions[:len(vmi.Status.Conditions)-1]
+	if err := env.Client.Update(context.Background(), vmi); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, func() error {
+		if !halted(vmNow(t, ns, "ws")) {
+			return fmt.Errorf("not stopped after the unpause")
+		}
+		return nil
+	})
 }

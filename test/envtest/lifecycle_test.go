@@ -10,8 +10,10 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -358,4 +360,90 @@ func TestIdleGuestUsers(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// tenantClient is a client of the API server as user, who may create,
+// read and change VirtualMachines in ns (and nothing else), with its
+// warnings recorded.
+func tenantClient(t *testing.T, ns, user string) (client.Client, *testenv.WarningRecorder) {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vm-editor"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{kubevirtv1.GroupVersion.Group}, Resources: []string{"virtualmachines"}, Verbs: []string{"get", "list", "create", "update", "patch"}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vm-editor-" + user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := &testenv.WarningRecorder{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	cfg.WarningHandlerWithContext = w
+	c, err := client.New(cfg, client.Options{Scheme: env.Manager.GetScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, w
+}
+
+// TestIdleAnnotationsAreTheControllers: the lifecycle controller's
+// annotations are written by its user alone. A tenant who writes them
+// through the API server is warned, and the stored VM keeps the
+// controller's values (or none); the controller's own writes (the webhook
+// manager's user, here the administrator env.Client is) land.
+func TestIdleAnnotationsAreTheControllers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(t, "idle-guard")
+	alice, warnings := tenantClient(t, ns, "alice")
+	const record = `{"at":"2026-12-05T20:00:00Z","action":"stopped","reason":"no activity for 2h","by":"virtstation"}`
+
+	// A VM copied from another cluster: its records go.
+	vm := newVM(ns, "ws", managed, withAnnotation(api.AnnotationIdleStop, record), withAnnotation(api.AnnotationIdleStopAt, "2026-12-06T18:00:00Z"))
+	if err := alice.Create(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+	if got := vmNow(t, ns, "ws").Annotations; got[api.AnnotationIdleStop] != "" || got[api.AnnotationIdleStopAt] != "" {
+		t.Errorf("created with %v", got)
+	}
+	if err := containsAny(warnings.Take(), api.AnnotationIdleStopAt+" is written by the lifecycle controller"); err != nil {
+		t.Error(err)
+	}
+
+	// The controller's record lands.
+	annotate := func(c client.Client, k, v string) {
+		t.Helper()
+		vm := &kubevirtv1.VirtualMachine{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ws"}, vm); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(vm.DeepCopy())
+		vm.Annotations[k] = v
+		if err := c.Patch(ctx, vm, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	annotate(env.Client, api.AnnotationIdleStop, record)
+	if got := vmNow(t, ns, "ws").Annotations[api.AnnotationIdleStop]; got != record {
+		t.Fatalf("the controller's record is %q", got)
+	}
+
+	// The tenant's do not.
+	annotate(alice, api.AnnotationIdleStop, `{"action":"skipped","reason":"fake"}`)
+	if got := vmNow(t, ns, "ws").Annotations[api.AnnotationIdleStop]; got != record {
+		t.Errorf("the tenant changed the record to %q", got)
+	}
+	if err := containsAny(warnings.Take(), api.AnnotationIdleStop+" is written by the lifecycle controller"); err != nil {
+		t.Error(err)
+	}
+	annotate(alice, api.AnnotationIdleStopAt, time.Now().Add(time.Minute).UTC().Format(time.RFC3339))
+	if got := vmNow(t, ns, "ws").Annotations[api.AnnotationIdleStopAt]; got != "" {
+		t.Errorf("the tenant set a notice %q", got)
+	}
+	if err := containsAny(warnings.Take(), api.AnnotationIdleStopAt+" is written by the lifecycle controller"); err != nil {
+		t.Error(err)
+	}
 }

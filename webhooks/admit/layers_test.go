@@ -2,16 +2,18 @@ package admit_test
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
 const module = "github.com/virtstation/virtstation/"
 
-// TestLayers keeps the imports running down the layers: api at the bottom,
-// then the admission plumbing (admit) and claims, then the webhooks. A
-// package that needs something from a layer above it has found vocabulary
-// or plumbing that belongs lower down.
+// TestLayers keeps the imports running down the layers: the enforcement
+// vocabulary (policy) at the bottom, then api, then the admission plumbing
+// (admit) and claims, then the webhooks (docs/architecture.md). A package
+// that needs something from a layer above it has found vocabulary or
+// plumbing that belongs lower down.
 func TestLayers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
@@ -28,10 +30,27 @@ func TestLayers(t *testing.T) {
 		allowed []string
 		// forbidden are Virtstation packages they must not depend on.
 		forbidden []string
+		// external, when not nil, are the only packages outside the module
+		// and the standard library they may depend on.
+		external []string
+		// forbiddenExternal are import path prefixes outside the module they
+		// must not depend on.
+		forbiddenExternal []string
 	}{
+		"policy imports no Virtstation package and nothing heavy": {
+			packages: []string{module + "policy"},
+			allowed:  []string{"policy"},
+			// field, and what field itself imports.
+			external: []string{"k8s.io/apimachinery/pkg/util/validation/field", "k8s.io/apimachinery/pkg/util/errors", "k8s.io/apimachinery/pkg/util/sets"},
+		},
 		"api depends on no other layer": {
 			packages: []string{module + "api"},
-			allowed:  []string{"api", "mac"},
+			allowed:  []string{"api", "mac", "policy"},
+		},
+		"the audit's results take the vocabulary from policy, not from a webhook": {
+			packages:          []string{module + "policyreport"},
+			allowed:           []string{"policyreport", "policy", "api", "mac"},
+			forbiddenExternal: []string{"github.com/open-policy-agent/"},
 		},
 		"admit imports no Virtstation package": {
 			packages: []string{module + "webhooks/admit"},
@@ -39,11 +58,13 @@ func TestLayers(t *testing.T) {
 		},
 		"the disk lookup sits on claims, below the webhooks": {
 			packages: []string{module + "disks"},
-			allowed:  []string{"api", "mac", "webhooks/admit", "claims", "disks"},
+			allowed:  []string{"policy", "api", "mac", "webhooks/admit", "claims", "disks"},
 		},
-		"claims takes its vocabulary from api and its plumbing from admit": {
+		// The deletion guard (claims/guard.go) is an admission handler: it
+		// answers with admit.Deny and admit.Internal, as the webhooks do.
+		"claims takes its vocabulary from policy and api and its plumbing from admit": {
 			packages: []string{module + "claims/..."},
-			allowed:  []string{"api", "mac", "webhooks/admit", "claims"},
+			allowed:  []string{"policy", "api", "mac", "webhooks/admit", "claims"},
 		},
 		"no webhook reaches into the mutating webhook": {
 			packages:  []string{module + "claims/...", module + "sshkeys/...", module + "webhooks/validate/..."},
@@ -60,6 +81,7 @@ func TestLayers(t *testing.T) {
 			for _, dep := range strings.Fields(string(out)) {
 				own, ok := strings.CutPrefix(dep, module)
 				if !ok {
+					checkExternal(t, tc.packages, dep, tc.external, tc.forbiddenExternal)
 					continue
 				}
 				for _, f := range tc.forbidden {
@@ -72,6 +94,20 @@ func TestLayers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkExternal checks dep, a dependency of packages outside the module,
+// against external (nil: any) and forbidden (import path prefixes).
+func checkExternal(t *testing.T, packages []string, dep string, external, forbidden []string) {
+	t.Helper()
+	for _, f := range forbidden {
+		if strings.HasPrefix(dep, f) {
+			t.Errorf("%v depend on %s", packages, dep)
+		}
+	}
+	if external != nil && !slices.Contains(external, dep) {
+		t.Errorf("%v depend on %s; allowed outside the standard library are %v", packages, dep, external)
 	}
 }
 

@@ -10,7 +10,9 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/disks"
+	"github.com/virtstation/virtstation/lifecycle"
 	"github.com/virtstation/virtstation/mac"
 )
 
@@ -39,7 +41,8 @@ func MACIndexer(obj client.Object) []string {
 
 // CacheCluster answers Cluster from a controller-runtime cache that has the
 // IndexMAC index on VirtualMachines and informers on VirtualMachineInstances,
-// DataVolumes, PVCs and KubeVirt CRs. It reads no Secret.
+// DataVolumes, PVCs, KubeVirt CRs and the lifecycle ConfigMaps. It reads no
+// Secret.
 //
 // +kubebuilder:rbac:groups=kubevirt.io,resources=kubevirts,verbs=list;watch
 type CacheCluster struct {
@@ -50,6 +53,9 @@ type CacheCluster struct {
 	// NoKubeVirt: the cluster serves no kubevirts.kubevirt.io, so there is
 	// no informer on it and no default architecture.
 	NoKubeVirt bool
+	// Namespace is the install namespace, whose lifecycle ConfigMap is the
+	// cluster's defaults.
+	Namespace string
 }
 
 var _ Cluster = CacheCluster{}
@@ -87,4 +93,10 @@ func (c CacheCluster) DefaultArchitecture(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("list KubeVirt CRs: %w", err)
 	}
 	return KubeVirtDefaultArchitecture(list.Items), nil
+}
+
+// LifecycleDefaults implements Cluster from the cache, as the lifecycle
+// controller reads them (lifecycle.ReadDefaults).
+func (c CacheCluster) LifecycleDefaults(ctx context.Context, namespace string) (d api.LifecycleDefaults, invalid, err error) {
+	return lifecycle.ReadDefaults(ctx, c.Reader, c.Namespace, namespace)
 }

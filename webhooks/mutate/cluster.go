@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/disks"
 )
 
@@ -26,4 +27,10 @@ type Cluster interface {
 	// when the cluster has no KubeVirt CR; the mutation then takes
 	// api.DefaultArch.
 	DefaultArchitecture(ctx context.Context) (string, error)
+	// LifecycleDefaults are the lifecycle defaults of namespace, as the
+	// lifecycle controller reads them (api.LayerLifecycleDefaults): its
+	// virtstation-lifecycle ConfigMap over the install namespace's. invalid
+	// names a ConfigMap that does not parse, of which d keeps what did; err
+	// is a fault reading them.
+	LifecycleDefaults(ctx context.Context, namespace string) (d api.LifecycleDefaults, invalid, err error)
 }

@@ -36,6 +36,8 @@ const Path = "/mutate-kubevirt-io-v1-virtualmachine"
 type Handler struct {
 	cluster  Cluster
 	revision func() string
+	// controller is the lifecycle controller's user (Input.Controller).
+	controller string
 }
 
 // HandlerOption configures a Handler.
@@ -44,6 +46,13 @@ type HandlerOption func(*Handler)
 // WithPolicyRevision records the active policy revision on each admitted VM.
 func WithPolicyRevision(revision func() string) HandlerOption {
 	return func(h *Handler) { h.revision = revision }
+}
+
+// WithController names the lifecycle controller's user, the webhook's own
+// identity: only its requests may change the annotations the controller
+// alone writes (Input.Controller). Without it no request may.
+func WithController(user string) HandlerOption {
+	return func(h *Handler) { h.controller = user }
 }
 
 // NewHandler returns a Handler that reads cluster state from cluster.
@@ -87,10 +96,11 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	return resp
 }
 
-// request is req with the webhook's clock and policy revision.
+// request is req with the webhook's clock, policy revision and identity.
 func (h *Handler) request(req admission.Request) Request {
 	r := Request{Operation: req.Operation, Namespace: req.Namespace, Name: req.Name, UID: string(req.UID),
-		Object: req.Object.Raw, OldObject: req.OldObject.Raw, Now: time.Now()}
+		Object: req.Object.Raw, OldObject: req.OldObject.Raw, Now: time.Now(),
+		Requester: req.UserInfo.Username, Controller: h.controller}
 	if h.revision != nil {
 		r.PolicyRevision = h.revision()
 	}

@@ -55,10 +55,18 @@ type patchOp struct {
 func TestHandlerHandle(t *testing.T) {
 	pinned := vmJSON(ann(api.AnnotationInjected, injected(api.InjectedMAC{Interface: "default", Address: derivedMAC, Source: api.MACSourceDerived})), podSpec(masquerade(derivedMAC)))
 	noNamespace := strings.Replace(vmJSON(nil, podSpec(masquerade(""))), `"namespace":"ns",`, "", 1)
+	noticed := vmJSON(ann(api.AnnotationInjected, injected(api.InjectedMAC{Interface: "default", Address: derivedMAC, Source: api.MACSourceDerived}),
+		api.AnnotationIdleStopAt, "2026-12-06T18:00:00Z"), podSpec(masquerade(derivedMAC)))
+	by := func(user string, r admission.Request) admission.Request {
+		r.UserInfo.Username = user
+		return r
+	}
 
 	cases := map[string]struct {
 		req     admission.Request
 		cluster Cluster
+		// controller is the lifecycle controller's user (WithController).
+		controller string
 
 		wantAllowed bool
 		// wantCode, when set, is Result.Code. A patch response has no
@@ -114,6 +122,21 @@ func TestHandlerHandle(t *testing.T) {
 			wantPatch: []patchOp{
 				{op: "add", path: "/spec/template/spec/domain/devices/interfaces/0/macAddress", value: userMAC},
 			},
+		},
+		"a tenant's notice is removed with a warning": {
+			req:         by("alice", vmRequest(admissionv1.Update, noticed, pinned)),
+			controller:  "virtstation-webhook",
+			wantAllowed: true,
+			wantPatch: []patchOp{
+				{op: "remove", path: "/metadata/annotations/virtstation.io~1idle-stop-at"},
+			},
+			wantWarnings: []string{api.AnnotationIdleStopAt + " is written by the lifecycle controller only"},
+		},
+		"the lifecycle controller's notice passes": {
+			req:         by("virtstation-webhook", vmRequest(admissionv1.Update, noticed, pinned)),
+			controller:  "virtstation-webhook",
+			wantAllowed: true,
+			wantNoPatch: true,
 		},
 		"malformed JSON": {
 			req:         vmRequest(admissionv1.Create, `{"metadata":`, ""),
@@ -176,7 +199,7 @@ func TestHandlerHandle(t *testing.T) {
 			if cluster == nil {
 				cluster = NewStaticCluster([]kubevirtv1.VirtualMachine{otherVM("other", "db", userMAC)})
 			}
-			resp := NewHandler(cluster).Handle(context.Background(), tc.req)
+			resp := NewHandler(cluster, WithController(tc.controller)).Handle(context.Background(), tc.req)
 
 			if resp.Allowed != tc.wantAllowed {
 				t.Errorf("Allowed = %v, want %v (result %+v)", resp.Allowed, tc.wantAllowed, resp.Result)

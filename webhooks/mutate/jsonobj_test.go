@@ -13,8 +13,9 @@ import (
 
 // Paths into a VirtualMachine's JSON object.
 var (
-	pathInterfaces = []string{"spec", "template", "spec", "domain", "devices", "interfaces"}
-	pathNetworks   = []string{"spec", "template", "spec", "networks"}
+	pathInterfaces  = []string{"spec", "template", "spec", "domain", "devices", "interfaces"}
+	pathNetworks    = []string{"spec", "template", "spec", "networks"}
+	pathAnnotations = []string{"metadata", "annotations"}
 )
 
 // asObject is obj as a JSON object: a map as is, raw JSON decoded.
@@ -40,6 +41,12 @@ func getList(obj any, path []string) []any {
 		return nil
 	}
 	return l
+}
+
+// getMap returns the object at path, or nil.
+func getMap(obj any, path []string) (map[string]any, bool) {
+	m, found, err := unstructured.NestedMap(asObject(obj), path...)
+	return m, found && err == nil
 }
 
 // setList writes l at path, creating the parent objects.

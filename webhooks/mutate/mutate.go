@@ -40,6 +40,13 @@ type Input struct {
 	// Now is the admission's time, for the checks that bound a time the
 	// VM names (a keep-running lease); zero skips them.
 	Now time.Time
+	// Requester is who sends the request: its userInfo.username, which the
+	// API server sets ("" in render).
+	Requester string
+	// Controller is the lifecycle controller's user, the webhook's own
+	// identity: only its requests change the annotations the controller
+	// alone writes (guardControllerAnnotations). "" names no one.
+	Controller string
 }
 
 // Result is the outcome of a mutation.
@@ -93,6 +100,7 @@ type step func(m *mutation) error
 // steps run in order. Each reads the request (m.in.VM) and owns distinct
 // fields of m.vm.
 var steps = []step{
+	guardLifecycleAnnotations,
 	pinMAC,
 	attachDataDisks,
 	addGPUs,

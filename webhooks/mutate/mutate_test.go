@@ -377,6 +377,7 @@ func reinput(t testing.TB, in Input, obj map[string]any) Input {
 	}
 	again := mutateInput(t, in.Operation, string(b), "")
 	again.Namespace, again.Name, again.OldVM = in.Namespace, in.Name, in.OldVM
+	again.Now, again.Requester, again.Controller = in.Now, in.Requester, in.Controller
 	return again
 }
 

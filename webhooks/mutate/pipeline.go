@@ -11,8 +11,9 @@ import (
 )
 
 // Request is one admission of a VirtualMachine, as the API server sends
-// it, with what the mutation reads of the world passed in: the clock and
-// the policy revision here, cluster state through a Cluster.
+// it, with what the mutation reads of the world passed in: the clock, the
+// identities and the policy revision here, cluster state through a
+// Cluster.
 type Request struct {
 	// Operation is CREATE or UPDATE.
 	Operation admissionv1.Operation
@@ -27,6 +28,10 @@ type Request struct {
 	Now time.Time
 	// PolicyRevision, when set, is recorded on the VM.
 	PolicyRevision string
+	// Requester is who sends the request (userInfo.username, as the API
+	// server says); Controller the lifecycle controller's user
+	// (Input.Controller).
+	Requester, Controller string
 }
 
 // DecodeError is a request whose objects do not decode: the caller's
@@ -69,7 +74,7 @@ func Admit(ctx context.Context, req Request, cluster Cluster) (Outcome, error) {
 // decodeRequest reads the request's object (and old object on UPDATE).
 func decodeRequest(req Request) (Input, error) {
 	in := Input{Operation: req.Operation, Namespace: req.Namespace, Name: req.Name, RequestUID: req.UID,
-		PolicyRevision: req.PolicyRevision, Now: req.Now, Object: req.Object}
+		PolicyRevision: req.PolicyRevision, Now: req.Now, Object: req.Object, Requester: req.Requester, Controller: req.Controller}
 	var err error
 	if in.VM, err = DecodeVM(req.Object); err != nil {
 		return Input{}, err

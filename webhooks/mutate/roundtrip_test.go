@@ -17,7 +17,7 @@ import (
 // case is denied.
 func admitOnce(t *testing.T, g stepGolden) (in Input, first Result, cluster *StaticCluster, ok bool) {
 	t.Helper()
-	in = mutateInput(t, g.in.Operation, g.vm, g.oldVM)
+	in = g.input(t)
 	cluster = g.cluster(t)
 	first, err := Mutate(stepContext, in, cluster)
 	if err != nil {

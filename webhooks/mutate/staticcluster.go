@@ -34,6 +34,10 @@ type StaticCluster struct {
 	kubevirts []kubevirtv1.KubeVirt
 	// defaultArch, when set, overrides the KubeVirt CRs.
 	defaultArch string
+	// lifecycleData is the data of the lifecycle ConfigMaps, by namespace.
+	lifecycleData map[string]map[string]string
+	// installNamespace holds the cluster's lifecycle ConfigMap; "" none.
+	installNamespace string
 	// CollectKeys turns key Secrets into public keys; nil means no keys.
 	CollectKeys func([]corev1.Secret) []string
 }
@@ -48,6 +52,8 @@ func NewStaticCluster(vms []kubevirtv1.VirtualMachine) *StaticCluster {
 		vmMACs:  map[types.NamespacedName][]string{},
 		vmis:    sets.New[types.NamespacedName](),
 		secrets: map[types.NamespacedName]*corev1.Secret{},
+		// The lifecycle ConfigMaps' data, by namespace.
+		lifecycleData: map[string]map[string]string{},
 	}
 	for i := range vms {
 		c.SetVM(&vms[i])
@@ -86,6 +92,7 @@ func (c *StaticCluster) WithVMs(vms []kubevirtv1.VirtualMachine) *StaticCluster 
 	out := NewStaticCluster(vms)
 	out.Static, out.vmis, out.secrets, out.CollectKeys = c.Static, c.vmis, c.secrets, c.CollectKeys
 	out.kubevirts, out.defaultArch = c.kubevirts, c.defaultArch
+	out.lifecycleData, out.installNamespace = c.lifecycleData, c.installNamespace
 	return out
 }
 
@@ -170,4 +177,25 @@ func (c *StaticCluster) DefaultArchitecture(context.Context) (string, error) {
 		return c.defaultArch, nil
 	}
 	return KubeVirtDefaultArchitecture(c.kubevirts), nil
+}
+
+// AddLifecycleConfigMap records the data of the lifecycle ConfigMap
+// (api.LifecycleConfigMap) of namespace.
+func (c *StaticCluster) AddLifecycleConfigMap(namespace string, data map[string]string) {
+	c.lifecycleData[namespace] = data
+}
+
+// SetInstallNamespace names the install namespace, whose lifecycle
+// ConfigMap is the cluster's defaults; "" (the default) has none.
+func (c *StaticCluster) SetInstallNamespace(namespace string) {
+	c.installNamespace = namespace
+}
+
+// LifecycleDefaults implements Cluster: the built-in defaults, under the
+// lifecycle ConfigMaps recorded with AddLifecycleConfigMap.
+func (c *StaticCluster) LifecycleDefaults(_ context.Context, namespace string) (d api.LifecycleDefaults, invalid, err error) {
+	return api.LayerLifecycleDefaults(c.installNamespace, namespace, func(ns string) (map[string]string, bool, error) {
+		data, ok := c.lifecycleData[ns]
+		return data, ok, nil
+	})
 }

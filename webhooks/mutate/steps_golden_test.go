@@ -13,6 +13,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -39,6 +40,13 @@ type stepInput struct {
 	// OldObject is the stored VM on UPDATE.
 	OldObject map[string]any `json:"oldObject,omitempty"`
 	Object    map[string]any `json:"object"`
+	// Now is the admission's time (Input.Now); unset skips the checks that
+	// bound a time.
+	Now *metav1.Time `json:"now,omitempty"`
+	// Requester and Controller are Input's: who sends the request, and the
+	// lifecycle controller's user.
+	Requester  string `json:"requester,omitempty"`
+	Controller string `json:"controller,omitempty"`
 }
 
 // stepCluster is what the case's cluster holds. Secrets are written with
@@ -51,6 +59,10 @@ type stepCluster struct {
 	// KubeVirts are the KubeVirt CRs, whose default architecture a VM that
 	// names none gets.
 	KubeVirts []kubevirtv1.KubeVirt `json:"kubevirts,omitempty"`
+	// LifecycleConfigMaps are the data of the lifecycle ConfigMaps, by
+	// namespace; InstallNamespace holds the cluster's.
+	LifecycleConfigMaps map[string]map[string]string `json:"lifecycleConfigMaps,omitempty"`
+	InstallNamespace    string                       `json:"installNamespace,omitempty"`
 }
 
 // stepDisk is a DataVolume or PVC.
@@ -121,7 +133,22 @@ func (g stepGolden) cluster(t testing.TB) *StaticCluster {
 	for i := range g.in.Cluster.KubeVirts {
 		c.AddKubeVirt(&g.in.Cluster.KubeVirts[i])
 	}
+	for ns, data := range g.in.Cluster.LifecycleConfigMaps {
+		c.AddLifecycleConfigMap(ns, data)
+	}
+	c.SetInstallNamespace(g.in.Cluster.InstallNamespace)
 	return c
+}
+
+// input is the case's admission.
+func (g stepGolden) input(t testing.TB) Input {
+	t.Helper()
+	in := mutateInput(t, g.in.Operation, g.vm, g.oldVM)
+	in.Requester, in.Controller = g.in.Requester, g.in.Controller
+	if g.in.Now != nil {
+		in.Now = g.in.Now.Time
+	}
+	return in
 }
 
 // loadStepGoldens reads every testdata/steps/*.in.yaml, sorted by name.

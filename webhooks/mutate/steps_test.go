@@ -325,7 +325,7 @@ func TestMutateSteps(t *testing.T) {
 	for _, g := range goldens {
 		names[g.name] = true
 		t.Run(g.name, func(t *testing.T) {
-			in := mutateInput(t, g.in.Operation, g.vm, g.oldVM)
+			in := g.input(t)
 			before := toJSON(in.Object)
 			res, err := Mutate(stepContext, in, g.cluster(t))
 			if err != nil {
@@ -357,7 +357,7 @@ func TestMutateSteps(t *testing.T) {
 func TestMutateStepsIdempotent(t *testing.T) {
 	for _, g := range loadStepGoldens(t) {
 		t.Run(g.name, func(t *testing.T) {
-			in := mutateInput(t, g.in.Operation, g.vm, g.oldVM)
+			in := g.input(t)
 			cluster := g.cluster(t)
 			first, err := Mutate(stepContext, in, cluster)
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/virtstation/virtstation/claims"
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/webhooks/admit"
 )
 
@@ -25,8 +26,8 @@ import (
 // business. fix says how to undo the attachment; each message names the
 // field, the rule and the fix, and names a holder only when it is in
 // namespace (the request's): a webhook names no object outside it.
-func AttachViolations(namespace string, disks []VolumeDisk, states map[string]DiskState, fix string) []Violation {
-	var out []Violation
+func AttachViolations(namespace string, disks []VolumeDisk, states map[string]DiskState, fix string) []policy.Violation {
+	var out []policy.Violation
 	for _, d := range disks {
 		st := states[d.Name]
 		if !st.Exists || !st.Labelled {
@@ -34,17 +35,17 @@ func AttachViolations(namespace string, disks []VolumeDisk, states map[string]Di
 		}
 		switch {
 		case st.ClaimedBy != "" && st.ClaimLive:
-			out = append(out, Violation{ID: diskClaimRule, Field: d.Field, Message: fmt.Sprintf(
-				"data disk %q is claimed writable by %s, and a claimed disk is attached only by the VM that claims it (rule: %s; fix: %s, or detach the disk from that VM or delete it first, or use another disk)",
-				d.Name, holderName(st.ClaimedBy, namespace), diskClaimRule, fix)})
+			out = append(out, policy.Violation{ID: policy.RuleDiskClaim, Field: d.Field, Message: policy.Explain(
+				fmt.Sprintf("data disk %q is claimed writable by %s, and a claimed disk is attached only by the VM that claims it", d.Name, holderName(st.ClaimedBy, namespace)),
+				policy.RuleDiskClaim, fix+", or detach the disk from that VM or delete it first, or use another disk")})
 		case !d.ReadOnly && len(st.SharedBy) > 0:
 			names := make([]string, len(st.SharedBy))
 			for i, h := range st.SharedBy {
 				names[i] = holderName(h, namespace)
 			}
-			out = append(out, Violation{ID: diskClaimRule, Field: d.Field, Message: fmt.Sprintf(
-				"data disk %q is attached read-only to %s; a writable attachment needs the disk to itself (rule: %s; fix: attach it read-only (a cdrom, or readonly: true on its disk), or %s)",
-				d.Name, strings.Join(names, ", "), diskClaimRule, fix)})
+			out = append(out, policy.Violation{ID: policy.RuleDiskClaim, Field: d.Field, Message: policy.Explain(
+				fmt.Sprintf("data disk %q is attached read-only to %s; a writable attachment needs the disk to itself", d.Name, strings.Join(names, ", ")),
+				policy.RuleDiskClaim, "attach it read-only (a cdrom, or readonly: true on its disk), or "+fix)})
 		}
 	}
 	return out
@@ -56,11 +57,11 @@ func AttachViolations(namespace string, disks []VolumeDisk, states map[string]Di
 // not this VM's to use while it holds (live: young, or in use); the
 // Releaser removes it otherwise, and the VM's own admission then claims
 // the disk. uid "" (not known) finds none.
-func ForeignSelfClaims(self string, uid types.UID, disks []VolumeDisk, raw map[string]claims.State, fix string) []Violation {
+func ForeignSelfClaims(self string, uid types.UID, disks []VolumeDisk, raw map[string]claims.State, fix string) []policy.Violation {
 	if uid == "" {
 		return nil
 	}
-	var out []Violation
+	var out []policy.Violation
 	for _, d := range disks {
 		s, ok := raw[d.Name]
 		if !ok {
@@ -69,9 +70,9 @@ func ForeignSelfClaims(self string, uid types.UID, disks []VolumeDisk, raw map[s
 		if held, _ := s.Holds(self); !held || s.UID(self) == "" || s.UID(self) == uid {
 			continue
 		}
-		out = append(out, Violation{ID: diskClaimRule, Field: d.Field, Message: fmt.Sprintf(
-			"data disk %q is claimed by an earlier VM of this name (another uid), not by this one (rule: %s; fix: %s, or wait until that claim is released (seconds after that VM is gone) and attach it through this VM's spec)",
-			d.Name, diskClaimRule, fix)})
+		out = append(out, policy.Violation{ID: policy.RuleDiskClaim, Field: d.Field, Message: policy.Explain(
+			fmt.Sprintf("data disk %q is claimed by an earlier VM of this name (another uid), not by this one", d.Name),
+			policy.RuleDiskClaim, fix+", or wait until that claim is released (seconds after that VM is gone) and attach it through this VM's spec")})
 	}
 	return out
 }
@@ -91,9 +92,9 @@ type attachChecker struct {
 	// Snapshots reads the disks and judges their claims (JudgeDisk).
 	Snapshots Snapshotter
 	// Modes are the per-rule enforcement modes; disk-claim's applies.
-	Modes *atomic.Pointer[Modes]
+	Modes *atomic.Pointer[policy.Modes]
 	// DryRun is told about each violation when disk-claim is in dryrun mode.
-	DryRun func(Violation)
+	DryRun func(policy.Violation)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -137,7 +138,7 @@ func (c attachChecker) check(ctx context.Context, req admission.Request, a attac
 	}
 	violations := AttachViolations(req.Namespace, a.disks, snap.States, a.fix)
 	violations = append(violations, ForeignSelfClaims(a.self.String(), a.uid, a.disks, raw, a.fix)...)
-	deny, warnings := enforce(log, c.Modes, c.DryRun, Decision{Deny: violations})
+	deny, warnings := enforce(log, c.Modes, c.DryRun, policy.Decision{Deny: violations})
 	if len(deny) > 0 {
 		resp := admit.Deny(ViolationErrors(deny))
 		resp.Warnings = warnings

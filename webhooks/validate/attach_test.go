@@ -20,6 +20,7 @@ import (
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
+	"github.com/virtstation/virtstation/policy"
 )
 
 func TestAttachViolations(t *testing.T) {
@@ -38,14 +39,14 @@ func TestAttachViolations(t *testing.T) {
 	shared.SharedBy = []string{"ns/r1", "other/r2"}
 	unlabelled := claimed
 	unlabelled.Labelled = false
-	writer := func(holder string) []Violation {
-		return []Violation{{ID: "disk-claim", Field: field, Message: `data disk "home" is claimed writable by ` + holder +
+	writer := func(holder string) []policy.Violation {
+		return []policy.Violation{{ID: "disk-claim", Field: field, Message: `data disk "home" is claimed writable by ` + holder +
 			`, and a claimed disk is attached only by the VM that claims it (rule: disk-claim; fix: remove volume "home-vol", or detach the disk from that VM or delete it first, or use another disk)`}}
 	}
 	tests := map[string]struct {
 		disk  VolumeDisk
 		state DiskState
-		want  []Violation
+		want  []policy.Violation
 	}{
 		"no such disk":                              {disk: rw},
 		"unlabelled disk":                           {disk: rw, state: unlabelled},
@@ -55,7 +56,7 @@ func TestAttachViolations(t *testing.T) {
 		"claimed, read-only attachment":             {disk: ro, state: claimed, want: writer("VM ns/owner")},
 		"claimed from another namespace: not named": {disk: rw, state: foreign, want: writer("a VM of another namespace")},
 		"shared, read-only attachment":              {disk: ro, state: shared},
-		"shared, writable attachment":               {disk: rw, state: shared, want: []Violation{{ID: "disk-claim", Field: field, Message: `data disk "home" is attached read-only to VM ns/r1, a VM of another namespace; a writable attachment needs the disk to itself (rule: disk-claim; fix: attach it read-only (a cdrom, or readonly: true on its disk), or remove volume "home-vol")`}}},
+		"shared, writable attachment":               {disk: rw, state: shared, want: []policy.Violation{{ID: "disk-claim", Field: field, Message: `data disk "home" is attached read-only to VM ns/r1, a VM of another namespace; a writable attachment needs the disk to itself (rule: disk-claim; fix: attach it read-only (a cdrom, or readonly: true on its disk), or remove volume "home-vol")`}}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -245,7 +246,7 @@ func TestVMIHandler(t *testing.T) {
 		labelledPVC("home", map[string]string{api.AnnotationClaimedBy: "ns/owner", api.AnnotationClaimUIDs: "ns/owner=u-owner",
 			api.AnnotationClaimedAt: time.Now().UTC().Format(time.RFC3339)}),
 		labelledPVC("free", nil)).Build()
-	h := NewVMIHandler(Snapshotter{Cache: c, API: c, NoDataVolumes: true, Grace: time.Minute}, &atomic.Pointer[Modes]{}, nil)
+	h := NewVMIHandler(Snapshotter{Cache: c, API: c, NoDataVolumes: true, Grace: time.Minute}, &atomic.Pointer[policy.Modes]{}, nil)
 	vmi := func(name, pvc string, owners ...metav1.OwnerReference) []byte {
 		raw, err := json.Marshal(map[string]any{
 			"metadata": map[string]any{"name": name, "namespace": "ns", "ownerReferences": owners},

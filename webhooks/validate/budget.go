@@ -13,7 +13,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/topdown"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 )
 
 // PolicyBudget is how long one evaluation of the whole policy set on one
@@ -36,10 +36,6 @@ const budgetAttempts = 2
 // cover the evaluation deadline, this, and writing claims.
 const attributionTimeout = 200 * time.Millisecond
 
-// RuleDeadline is the rule ID of the denial of an admission whose policy
-// evaluation ran past its deadline.
-const RuleDeadline = api.RulePolicyDeadline
-
 // DeadlineError is a policy evaluation cut off at its deadline. Module
 // names where the evaluation spent its time, found by evaluating once more
 // with a profiler.
@@ -59,6 +55,8 @@ type DeadlineError struct {
 	ConfigMap types.NamespacedName
 	err       error
 }
+
+var _ policy.Denier = (*DeadlineError)(nil)
 
 func (e *DeadlineError) Error() string {
 	return fmt.Sprintf("evaluate policies %s: not done within %s%s: %v", e.Revision, e.Deadline, e.where(), e.err)
@@ -99,9 +97,10 @@ func (e *DeadlineError) Denial() string {
 	if e.Line > 0 {
 		line = fmt.Sprintf(", most of the time at line %d", e.Line)
 	}
-	return fmt.Sprintf("virtstation denies this VM: its policy evaluation did not finish within the %s deadline; %s is responsible%s "+
-		"(rule: %s; fix: a cluster operator must make %s faster or remove it; until then every such VM is denied, failing closed)",
-		e.Deadline, who, line, RuleDeadline, orDefault(e.Module, "the slow operator module"))
+	return policy.Explain(
+		fmt.Sprintf("virtstation denies this VM: its policy evaluation did not finish within the %s deadline; %s is responsible%s", e.Deadline, who, line),
+		policy.RulePolicyDeadline,
+		fmt.Sprintf("a cluster operator must make %s faster or remove it; until then every such VM is denied, failing closed", orDefault(e.Module, "the slow operator module")))
 }
 
 func orDefault(s, def string) string {

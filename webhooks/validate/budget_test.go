@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/virtstation/virtstation/policy"
 )
 
 // slowSource is a valid rule that takes seconds on any input: four million
@@ -83,7 +85,7 @@ func TestSamples(t *testing.T) {
 		if s.Description == "" {
 			t.Errorf("%s has no description", s.Name)
 		}
-		var d Decision
+		var d policy.Decision
 		took := time.Hour
 		for range 3 { // the fastest of three: the first one warms up
 			start := time.Now()
@@ -240,7 +242,7 @@ func TestVMHandlerDeadline(t *testing.T) {
 	}
 	events := &eventLog{}
 	h := &VMHandler{
-		Engine: engine, Modes: &atomic.Pointer[Modes]{}, Client: c,
+		Engine: engine, Modes: &atomic.Pointer[policy.Modes]{}, Client: c,
 		Snapshots: Snapshotter{Cache: c, API: c, NoDataVolumes: true, Grace: time.Minute},
 		Recorder:  events, Metrics: m,
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
+	"github.com/virtstation/virtstation/policy"
 )
 
 // patchGate holds each claim patch until want of them have started (or a
@@ -100,7 +101,7 @@ func TestVMHandlerClaimsDisksConcurrently(t *testing.T) {
 					return err
 				}}).Build()
 			h := &VMHandler{
-				Engine: engine, Modes: &atomic.Pointer[Modes]{}, Client: c,
+				Engine: engine, Modes: &atomic.Pointer[policy.Modes]{}, Client: c,
 				Snapshots: Snapshotter{Cache: c, API: c, NoDataVolumes: true, Grace: time.Minute},
 			}
 			resp := h.Handle(ctx, vmRequest(t, "vm", map[string]string{api.AnnotationDataDisks: "a:/a,b:/b"}, false))

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/webhooks/admit"
 )
 
@@ -90,7 +91,7 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 		cm.Name = req.Name
 	}
 	isPolicy := cm.Labels[api.LabelPolicy] == api.LabelTrue
-	if !isPolicy && cm.Name != ModesConfigMapName {
+	if !isPolicy && cm.Name != policy.ModesConfigMapName {
 		return admission.Allowed("")
 	}
 	if cm.Namespace != v.Namespace {
@@ -99,7 +100,7 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 	}
 	var errs field.ErrorList
 	var warnings []string
-	if cm.Name == ModesConfigMapName {
+	if cm.Name == policy.ModesConfigMapName {
 		merrs, err := v.validateModesConfigMap(ctx, &cm)
 		if err != nil {
 			logf.FromContext(ctx).Error(err, "check enforcement modes", "uid", req.UID, "configMap", cm.Name)
@@ -138,11 +139,11 @@ func (v *ConfigMapValidator) validatePolicy(ctx context.Context, cm *corev1.Conf
 		}
 	}
 	own, _ := OperatorModules([]corev1.ConfigMap{*cm})
-	if len(own) == 0 && cm.Name != ModesConfigMapName {
+	if len(own) == 0 && cm.Name != policy.ModesConfigMapName {
 		warnings = append(warnings, fmt.Sprintf("ConfigMap %s is labelled %s=%s but has no data key ending in .rego; it adds no policy", cm.Name, api.LabelPolicy, api.LabelTrue))
 	}
 	for _, k := range slices.Sorted(maps.Keys(cm.Data)) {
-		if !strings.HasSuffix(k, ".rego") && cm.Name != ModesConfigMapName {
+		if !strings.HasSuffix(k, ".rego") && cm.Name != policy.ModesConfigMapName {
 			warnings = append(warnings, fmt.Sprintf("data[%s] is ignored: only keys ending in .rego are policy modules", k))
 		}
 	}
@@ -250,49 +251,49 @@ func withTimeout(ctx context.Context, limit time.Duration, what, faster string, 
 // on data[module] when the module is cm's, naming the module, the sample,
 // the budget and the fix.
 func budgetFieldError(be *BudgetError, cm string, owners map[string][]string) *field.Error {
-	fld := field.NewPath("data")
-	where := "the policy set"
-	if be.Module != "" {
-		where = "module " + be.Module
-		if be.Line > 0 {
-			where += fmt.Sprintf(" (most of the time at line %d)", be.Line)
-		}
-		switch o := owners[be.Module]; {
-		case len(o) > 0 && o[len(o)-1] == cm:
-			fld = fld.Key(be.Module)
-		case len(o) > 0:
-			where += " in ConfigMap " + o[len(o)-1]
-		default:
-			where += " (shipped, slow with this ConfigMap's modules)"
-		}
-	}
-	return field.Invalid(fld, field.OmitValueType{}, fmt.Sprintf(
-		"%s: evaluating the policies on the sample input %s (%s) took longer than the %s budget "+
-			"(rule: policy-budget; fix: make %s faster, for example iterate over the VM's own disks or annotations instead of numbers.range or large comprehensions; "+
-			"every admission's evaluation is cut off at its deadline and the VM denied)",
-		where, be.Sample, be.Description, be.Budget, orDefault(be.Module, "the operator modules")))
+	fld, where := culprit(be.Module, be.Line, cm, owners, "slow with this ConfigMap's modules")
+	return field.Invalid(fld, field.OmitValueType{}, policy.Explain(
+		fmt.Sprintf("%s: evaluating the policies on the sample input %s (%s) took longer than the %s budget", where, be.Sample, be.Description, be.Budget),
+		policy.RulePolicyBudget,
+		fmt.Sprintf("make %s faster, %s; every admission's evaluation is cut off at its deadline and the VM denied", orDefault(be.Module, "the operator modules"), leanerRego)))
 }
 
 // memoryFieldError is the denial of a policy set whose test or sample
 // evaluation went over PolicyMemoryBudget: on data[module] when the module
 // is cm's, naming the module, the test or sample, the budget and the fix.
 func memoryFieldError(me *MemoryBudgetError, cm string, owners map[string][]string) *field.Error {
+	fld, where := culprit(me.Module, 0, cm, owners, "with this ConfigMap's modules")
+	return field.Invalid(fld, field.OmitValueType{}, policy.Explain(
+		fmt.Sprintf("%s: %s allocated more than the %s memory budget and was stopped", where, me.what(), mib(me.Budget)),
+		policy.RulePolicyMemory,
+		fmt.Sprintf("make %s build smaller values, %s; a policy that needs this much memory would take the webhook's memory at admission", orDefault(me.Module, "the operator modules"), leanerRego)))
+}
+
+// leanerRego is how a budget denial suggests making Rego cheaper.
+const leanerRego = "for example iterate over the VM's own disks or annotations instead of numbers.range or large comprehensions"
+
+// culprit says where a budget denial of the policy ConfigMap cm points and
+// how it names module (the one that took the time or memory; "" when none
+// was singled out), with line (0: unknown): on data[module] when the module
+// is cm's, else on data, naming the ConfigMap it came from or, for a
+// shipped module, that it is shipped (shipped says how it went over).
+// owners maps modules to the ConfigMaps that define them, the last winning.
+func culprit(module string, line int, cm string, owners map[string][]string, shipped string) (*field.Path, string) {
 	fld := field.NewPath("data")
-	where := "the policy set"
-	if me.Module != "" {
-		where = "module " + me.Module
-		switch o := owners[me.Module]; {
-		case len(o) > 0 && o[len(o)-1] == cm:
-			fld = fld.Key(me.Module)
-		case len(o) > 0:
-			where += " in ConfigMap " + o[len(o)-1]
-		default:
-			where += " (shipped, with this ConfigMap's modules)"
-		}
+	if module == "" {
+		return fld, "the policy set"
 	}
-	return field.Invalid(fld, field.OmitValueType{}, fmt.Sprintf(
-		"%s: %s allocated more than the %s memory budget and was stopped "+
-			"(rule: %s; fix: make %s build smaller values, for example iterate over the VM's own disks or annotations instead of numbers.range or large comprehensions; "+
-			"a policy that needs this much memory would take the webhook's memory at admission)",
-		where, me.what(), mib(me.Budget), RulePolicyMemory, orDefault(me.Module, "the operator modules")))
+	where := "module " + module
+	if line > 0 {
+		where += fmt.Sprintf(" (most of the time at line %d)", line)
+	}
+	switch o := owners[module]; {
+	case len(o) > 0 && o[len(o)-1] == cm:
+		fld = fld.Key(module)
+	case len(o) > 0:
+		where += " in ConfigMap " + o[len(o)-1]
+	default:
+		where += " (shipped, " + shipped + ")"
+	}
+	return fld, where
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 )
 
 func configMapRequest(t *testing.T, op admissionv1.Operation, cm *corev1.ConfigMap) admission.Request {
@@ -127,7 +128,7 @@ func TestConfigMapValidator(t *testing.T) {
 		},
 		"labelled modes": {
 			cm: &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: ModesConfigMapName, Labels: map[string]string{api.LabelPolicy: api.LabelTrue}},
+				ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: policy.ModesConfigMapName, Labels: map[string]string{api.LabelPolicy: api.LabelTrue}},
 				Data:       map[string]string{"mount-path": "warn"},
 			},
 			allowed: true,

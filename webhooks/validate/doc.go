@@ -14,10 +14,12 @@
 // snapshot of the disks' state and claims read from informer caches, so no
 // API call happens during evaluation. The webhook decodes the request once
 // (DecodeRequest) and builds only the parts of that document the active
-// policy set reads (Engine.EvaluateRequest). The result is the deny and warn sets
-// of data.virtstation, each element {id, field, message}; the per-rule
-// enforcement modes (Modes, from the virtstation-policy-config ConfigMap)
-// decide whether a deny element denies, warns, or is only logged and counted.
+// policy set reads (Engine.EvaluateRequest). The result is the deny and warn
+// sets of data.virtstation, each element {id, field, message}, read into a
+// policy.Decision; the per-rule enforcement modes (policy.Modes, from the
+// virtstation-policy-config ConfigMap) decide whether a deny element denies,
+// warns, or is only logged and counted. Those words, and the rule ids, are
+// package policy's; this package evaluates.
 //
 // PolicyLoader keeps the engine and the modes in step with the ConfigMaps,
 // and ConfigMapValidator rejects, at apply time, operator Rego that does not

@@ -12,6 +12,8 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/virtstation/virtstation/policy"
 )
 
 // DefaultEvalTimeout bounds one evaluation when NewEngine is given no
@@ -133,10 +135,10 @@ func (e *Engine) ReadyCheck(_ *http.Request) error {
 
 // Evaluate evaluates the active policy set on input (see BuildInput) within
 // the engine's timeout.
-func (e *Engine) Evaluate(ctx context.Context, input map[string]any) (Decision, error) {
+func (e *Engine) Evaluate(ctx context.Context, input map[string]any) (policy.Decision, error) {
 	set := e.active.Load()
 	if set == nil {
-		return Decision{}, ErrNotReady
+		return policy.Decision{}, ErrNotReady
 	}
 	return set.evaluate(ctx, e.timeout, input)
 }
@@ -145,14 +147,14 @@ func (e *Engine) Evaluate(ctx context.Context, input map[string]any) (Decision, 
 // disks' state, as Evaluate does on r.Input(disks), but builds only the
 // parts of the input that the set reads: an UPDATE's oldObject is not
 // decoded, nor userInfo converted, unless a policy reads them.
-func (e *Engine) EvaluateRequest(ctx context.Context, r Request, disks map[string]DiskState) (Decision, error) {
+func (e *Engine) EvaluateRequest(ctx context.Context, r Request, disks map[string]DiskState) (policy.Decision, error) {
 	set := e.active.Load()
 	if set == nil {
-		return Decision{}, ErrNotReady
+		return policy.Decision{}, ErrNotReady
 	}
 	input, err := r.input(disks, set.reads)
 	if err != nil {
-		return Decision{}, err
+		return policy.Decision{}, err
 	}
 	return set.evaluate(ctx, e.timeout, input)
 }

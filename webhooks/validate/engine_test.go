@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 )
 
 // shippedEngine is one engine with the shipped policies, shared by tests
@@ -58,7 +59,7 @@ func withState(s DiskState, f func(*DiskState)) DiskState {
 // hit is the part of a violation the rule tables compare.
 type hit struct{ ID, Field string }
 
-func hits(vs []Violation) []hit {
+func hits(vs []policy.Violation) []hit {
 	out := make([]hit, 0, len(vs))
 	for _, v := range vs {
 		out = append(out, hit{v.ID, v.Field})
@@ -256,9 +257,9 @@ func TestOperatorPolicy(t *testing.T) {
 		states[n] = free
 		names = append(names, fmt.Sprintf("%s:/srv/%s", n, n))
 	}
-	for n, want := range map[int]Decision{
-		5: {Deny: []Violation{{ID: "max-disks", Field: "metadata.annotations[virtstation.io/data-disks]", Message: "5 data disks, more than 4 (rule: max-disks; fix: attach at most 4)"}}},
-		4: {Warn: []Violation{{ID: "max-disks", Field: "metadata.annotations[virtstation.io/data-disks]", Message: "4 data disks is the limit (rule: max-disks; fix: none needed)"}}},
+	for n, want := range map[int]policy.Decision{
+		5: {Deny: []policy.Violation{{ID: "max-disks", Field: "metadata.annotations[virtstation.io/data-disks]", Message: "5 data disks, more than 4 (rule: max-disks; fix: attach at most 4)"}}},
+		4: {Warn: []policy.Violation{{ID: "max-disks", Field: "metadata.annotations[virtstation.io/data-disks]", Message: "4 data disks is the limit (rule: max-disks; fix: none needed)"}}},
 		3: {},
 	} {
 		in, err := BuildInput("CREATE", "", "", vmJSON(t, map[string]string{api.AnnotationDataDisks: strings.Join(names[:n], ",")}), nil, nil, states)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/virtstation/virtstation/policy"
 )
 
 func TestEvaluateDeadline(t *testing.T) {
@@ -34,7 +36,7 @@ func TestEvaluateReadsLooseViolations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Violation{{ID: "policy", Message: "plain message"}, {ID: "policy", Field: "3", Message: "no id"}}
+	want := []policy.Violation{{ID: "policy", Message: "plain message"}, {ID: "policy", Field: "3", Message: "no id"}}
 	if !slices.Equal(d.Deny, want) {
 		t.Errorf("deny = %v, want %v", d.Deny, want)
 	}

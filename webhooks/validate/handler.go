@@ -17,6 +17,7 @@ import (
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/webhooks/admit"
 	"github.com/virtstation/virtstation/webhooks/provenance"
 )
@@ -45,7 +46,7 @@ const maxClaimAttempts = 5
 // concurrent use.
 type VMHandler struct {
 	Engine    *Engine
-	Modes     *atomic.Pointer[Modes]
+	Modes     *atomic.Pointer[policy.Modes]
 	Snapshots Snapshotter
 	// Client writes claims.
 	Client client.Client
@@ -53,7 +54,7 @@ type VMHandler struct {
 	// are written (nil trusts requests as sent: unit tests only).
 	Verifier provenance.Checker
 	// DryRun is told about each violation of a rule in dryrun mode.
-	DryRun func(Violation)
+	DryRun func(policy.Violation)
 	// Recorder reports evaluations that ran past their deadline, on the
 	// policy ConfigMap of the module responsible (or the VM); nil reports
 	// none.
@@ -146,7 +147,7 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 		return withWarnings(admission.Allowed(""), warnings)
 	}
 	return admit.Deny(field.ErrorList{field.Forbidden(field.NewPath("metadata", "annotations").Key(api.AnnotationDataDisks),
-		"the data disks' claims kept changing while this VM was admitted (rule: disk-claim; fix: try again)")})
+		policy.Explain("the data disks' claims kept changing while this VM was admitted", policy.RuleDiskClaim, "try again"))})
 }
 
 // ClaimTarget is a disk an admitted managed VM claims.

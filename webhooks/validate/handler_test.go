@@ -22,6 +22,7 @@ import (
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
+	"github.com/virtstation/virtstation/policy"
 )
 
 func handlerScheme(t *testing.T) *runtime.Scheme {
@@ -81,7 +82,7 @@ func TestVMHandler(t *testing.T) {
 	old := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	cases := map[string]struct {
 		req         admission.Request
-		modes       Modes
+		modes       policy.Modes
 		notReady    bool
 		wantAllowed bool
 		wantCode    int32
@@ -98,11 +99,11 @@ func TestVMHandler(t *testing.T) {
 		},
 		"shared memory in warn mode is admitted with a warning": {
 			req:   vmRequest(t, "vm", map[string]string{api.AnnotationSharedMemory: "1Gi"}, false),
-			modes: Modes{"shared-memory": ModeWarn}, wantAllowed: true, wantWarning: "shared-memory",
+			modes: policy.Modes{"shared-memory": policy.ModeWarn}, wantAllowed: true, wantWarning: "shared-memory",
 		},
 		"shared memory in dryrun mode is admitted and observed": {
 			req:   vmRequest(t, "vm", map[string]string{api.AnnotationSharedMemory: "1Gi"}, false),
-			modes: Modes{"shared-memory": ModeDryRun}, wantAllowed: true, wantDryRun: "shared-memory",
+			modes: policy.Modes{"shared-memory": policy.ModeDryRun}, wantAllowed: true, wantDryRun: "shared-memory",
 		},
 		"a disk another VM holds is denied, naming it": {
 			req: vmRequest(t, "vm", map[string]string{api.AnnotationDataDisks: "taken:/data"}, false), wantCode: http.StatusForbidden,
@@ -144,13 +145,13 @@ func TestVMHandler(t *testing.T) {
 				labelledPVC("stale", map[string]string{api.AnnotationClaimedBy: "ns/gone", api.AnnotationClaimedAt: old}),
 				&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "root"}},
 			).Build()
-			modes := &atomic.Pointer[Modes]{}
+			modes := &atomic.Pointer[policy.Modes]{}
 			modes.Store(&tc.modes)
 			var observed []string
 			h := &VMHandler{
 				Engine: engine, Modes: modes, Client: c,
 				Snapshots: Snapshotter{Cache: c, API: c, NoDataVolumes: true, Grace: time.Minute},
-				DryRun:    func(v Violation) { observed = append(observed, v.ID) },
+				DryRun:    func(v policy.Violation) { observed = append(observed, v.ID) },
 			}
 			if tc.notReady {
 				h.Engine = NewEngine(time.Second)
@@ -222,7 +223,7 @@ func TestVMHandlerAdmitsDeletingVM(t *testing.T) {
 	}
 	req.Object.Raw = raw
 	req.Operation = admissionv1.Update
-	h := &VMHandler{Engine: engine, Modes: &atomic.Pointer[Modes]{}}
+	h := &VMHandler{Engine: engine, Modes: &atomic.Pointer[policy.Modes]{}}
 	if resp := h.Handle(context.Background(), req); !resp.Allowed {
 		t.Fatalf("update of a VM being deleted was denied: %+v", resp.Result)
 	}

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 )
 
 // Event reasons the PolicyLoader reports with.
@@ -79,7 +80,7 @@ type PolicyLoader struct {
 	// Recorder reports loads on the ConfigMaps.
 	Recorder events.EventRecorder
 	// Modes receives the enforcement modes; nil skips them.
-	Modes *atomic.Pointer[Modes]
+	Modes *atomic.Pointer[policy.Modes]
 	// Metrics; nil means DefaultMetrics().
 	Metrics *Metrics
 	// OnChange, when set, is called after a new policy set or new modes
@@ -121,7 +122,7 @@ func (l *PolicyLoader) SetupWithManager(ctx context.Context, mgr ctrl.Manager) e
 // watched reports whether o is one of the loader's ConfigMaps.
 func (l *PolicyLoader) watched(o client.Object) bool {
 	return o.GetNamespace() == l.Namespace &&
-		(o.GetName() == ModesConfigMapName || o.GetLabels()[api.LabelPolicy] == api.LabelTrue)
+		(o.GetName() == policy.ModesConfigMapName || o.GetLabels()[api.LabelPolicy] == api.LabelTrue)
 }
 
 // InitialLoad loads the modes and the policy set through the loader's
@@ -157,7 +158,7 @@ func (l *PolicyLoader) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 	if req.Namespace != l.Namespace {
 		return ctrl.Result{}, nil
 	}
-	if req.Name == ModesConfigMapName {
+	if req.Name == policy.ModesConfigMapName {
 		if err := l.syncModes(ctx, l.reader()); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -262,18 +263,18 @@ func (l *PolicyLoader) syncModes(ctx context.Context, r client.Reader) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var cm corev1.ConfigMap
-	err := r.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: ModesConfigMapName}, &cm)
+	err := r.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: policy.ModesConfigMapName}, &cm)
 	if apierrors.IsNotFound(err) {
 		if old := l.Modes.Load(); old == nil || len(*old) > 0 {
-			l.Modes.Store(&Modes{})
+			l.Modes.Store(&policy.Modes{})
 			l.changed()
 		}
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("read ConfigMap %s: %w", ModesConfigMapName, err)
+		return fmt.Errorf("read ConfigMap %s: %w", policy.ModesConfigMapName, err)
 	}
-	modes, err := ParseModes(cm.Data)
+	modes, err := policy.ParseModes(cm.Data)
 	if err != nil {
 		logf.FromContext(ctx).WithName("policy-loader").Error(err, "enforcement modes do not parse; keeping the previous ones")
 		l.event(&cm, corev1.EventTypeWarning, ReasonPolicyConfigInvalid, fmt.Sprintf("enforcement modes not changed: %v", err))

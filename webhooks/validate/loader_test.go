@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 )
 
 const installNS = "virtstation-system"
@@ -60,7 +61,7 @@ func policyConfigMap(name string, data map[string]string) *corev1.ConfigMap {
 }
 
 func modesConfigMap(data map[string]string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: ModesConfigMapName}, Data: data}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: policy.ModesConfigMapName}, Data: data}
 }
 
 func sources(ms []Module) map[string]string {
@@ -77,7 +78,7 @@ type loaderFixture struct {
 	client client.Client
 	events *eventLog
 	reg    *prometheus.Registry
-	modes  *atomic.Pointer[Modes]
+	modes  *atomic.Pointer[policy.Modes]
 }
 
 func newLoaderFixture(t *testing.T, objs ...client.Object) *loaderFixture {
@@ -92,7 +93,7 @@ func newLoaderFixture(t *testing.T, objs ...client.Object) *loaderFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &loaderFixture{client: c, events: &eventLog{}, reg: reg, modes: &atomic.Pointer[Modes]{}}
+	f := &loaderFixture{client: c, events: &eventLog{}, reg: reg, modes: &atomic.Pointer[policy.Modes]{}}
 	f.loader = &PolicyLoader{Client: c, Namespace: installNS, Engine: NewEngine(0), Recorder: f.events, Modes: f.modes, Metrics: m}
 	return f
 }
@@ -284,16 +285,16 @@ func TestLoaderModes(t *testing.T) {
 	if err := f.loader.InitialLoad(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if m := f.modes.Load(); m == nil || m.Mode("mount-path") != ModeWarn {
+	if m := f.modes.Load(); m == nil || m.Mode("mount-path") != policy.ModeWarn {
 		t.Fatalf("modes %v", m)
 	}
 	ev := f.events.take()
-	if len(ev) != 1 || ev[0].Object != ModesConfigMapName || ev[0].Reason != ReasonPolicyConfigLoaded || ev[0].Note != "enforcement modes: mount-path=warn" {
+	if len(ev) != 1 || ev[0].Object != policy.ModesConfigMapName || ev[0].Reason != ReasonPolicyConfigLoaded || ev[0].Note != "enforcement modes: mount-path=warn" {
 		t.Errorf("events %+v", ev)
 	}
 
 	f.update(t, modesConfigMap(map[string]string{"mount-path": "warn", "disk-claim": "block"}))
-	f.reconcile(t, ModesConfigMapName)
+	f.reconcile(t, policy.ModesConfigMapName)
 	if m := f.modes.Load(); m.String() != "mount-path=warn" {
 		t.Errorf("modes %v after a bad update, want the previous ones", m)
 	}
@@ -303,11 +304,11 @@ func TestLoaderModes(t *testing.T) {
 	}
 
 	f.update(t, modesConfigMap(map[string]string{"mount-path": "dryrun"}))
-	f.reconcile(t, ModesConfigMapName)
-	if m := f.modes.Load(); m.Mode("mount-path") != ModeDryRun {
+	f.reconcile(t, policy.ModesConfigMapName)
+	if m := f.modes.Load(); m.Mode("mount-path") != policy.ModeDryRun {
 		t.Errorf("modes %v", m)
 	}
-	f.reconcile(t, ModesConfigMapName)
+	f.reconcile(t, policy.ModesConfigMapName)
 	if ev := f.events.take(); len(ev) != 1 {
 		t.Errorf("events %+v, want one for the one change", ev)
 	}
@@ -315,7 +316,7 @@ func TestLoaderModes(t *testing.T) {
 	if err := f.client.Delete(ctx, modesConfigMap(nil)); err != nil {
 		t.Fatal(err)
 	}
-	f.reconcile(t, ModesConfigMapName)
+	f.reconcile(t, policy.ModesConfigMapName)
 	if m := f.modes.Load(); m == nil || len(*m) != 0 {
 		t.Errorf("modes %v after deleting the ConfigMap, want none", m)
 	}
@@ -331,7 +332,7 @@ func TestLoaderWatches(t *testing.T) {
 		"modes":           {modesConfigMap(nil), true},
 		"unlabelled":      {&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: "x"}}, false},
 		"label not true":  {&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: "x", Labels: map[string]string{api.LabelPolicy: "false"}}}, false},
-		"other namespace": {&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: ModesConfigMapName}}, false},
+		"other namespace": {&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: policy.ModesConfigMapName}}, false},
 	} {
 		if got := l.watched(tc.obj); got != tc.want {
 			t.Errorf("%s: watched = %v", name, got)

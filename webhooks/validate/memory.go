@@ -40,10 +40,6 @@ const memoryPollInterval = time.Millisecond
 // that allocates that much does so every time.
 const memoryAttempts = 2
 
-// RulePolicyMemory is the rule ID of the denial of a policy ConfigMap whose
-// tests or evaluation went over PolicyMemoryBudget.
-const RulePolicyMemory = "policy-memory"
-
 // MemoryBudgetError is a policy test, or an evaluation on a sample input,
 // that allocated more than its budget and was stopped.
 type MemoryBudgetError struct {

@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/virtstation/virtstation/policy"
 )
 
 // Metrics are the policy engine's Prometheus metrics:
@@ -105,7 +107,7 @@ func (m *Metrics) SetRevision(revision string) {
 
 // DryRunViolation counts a violation admitted because its rule is in dryrun
 // mode. It fits VMHandler.DryRun.
-func (m *Metrics) DryRunViolation(v Violation) { m.dryRun.WithLabelValues(v.ID).Inc() }
+func (m *Metrics) DryRunViolation(v policy.Violation) { m.dryRun.WithLabelValues(v.ID).Inc() }
 
 // DeadlineExceeded counts an admission denied because its evaluation ran
 // past its deadline, most of it in module ("" when none was singled out).

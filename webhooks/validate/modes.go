@@ -1,147 +1,18 @@
 package validate
 
 import (
-	"fmt"
-	"sort"
-	"strings"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
 
-	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 )
-
-// ModesConfigMapName is the ConfigMap, in the install namespace, whose data
-// sets the enforcement mode per rule: key = rule id, value = deny, warn or
-// dryrun. Rules it does not name are in deny mode.
-const ModesConfigMapName = "virtstation-policy-config"
-
-// Mode is how a rule's deny violations are enforced.
-type Mode string
-
-// Enforcement modes.
-const (
-	// ModeDeny denies the admission (the default).
-	ModeDeny Mode = "deny"
-	// ModeWarn admits it with an admission warning.
-	ModeWarn Mode = "warn"
-	// ModeDryRun admits it; the violation is only logged and counted.
-	ModeDryRun Mode = "dryrun"
-)
-
-var supportedModes = []string{string(ModeDeny), string(ModeDryRun), string(ModeWarn)}
-
-// Modes maps rule ids to their enforcement mode. The zero value puts every
-// rule in deny mode.
-type Modes map[string]Mode
-
-// ParseModes reads the data of the modes ConfigMap. The error names each bad
-// key or value: a value other than deny, warn or dryrun, or the id of a Go
-// check that always denies (api.GoRules). Ids no rule defines are not
-// checked here (the policy set may change after the modes were applied);
-// the ConfigMap webhook refuses them at apply time.
-func ParseModes(data map[string]string) (Modes, error) {
-	if errs := validateModes(data, field.NewPath("data"), nil); len(errs) > 0 {
-		return nil, errs.ToAggregate()
-	}
-	m := make(Modes, len(data))
-	for id, v := range data {
-		m[id] = Mode(strings.TrimSpace(v))
-	}
-	return m, nil
-}
-
-// validateModes checks the modes ConfigMap's data; fld is the path of data.
-// Each key must be the id of a rule that takes a mode: not a Go check that
-// always denies and, when known is not nil, one of known. Each value must
-// be a mode.
-func validateModes(data map[string]string, fld *field.Path, known modeRules) field.ErrorList {
-	keys := make([]string, 0, len(data))
-	for k := range data {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var errs field.ErrorList
-	for _, k := range keys {
-		if err := validateModeRule(k, fld.Key(k), known); err != nil {
-			errs = append(errs, err)
-		}
-		switch Mode(strings.TrimSpace(data[k])) {
-		case ModeDeny, ModeWarn, ModeDryRun:
-		default:
-			errs = append(errs, field.NotSupported(fld.Key(k), data[k], supportedModes))
-		}
-	}
-	return errs
-}
-
-// validateModeRule checks that the rule id can take a mode.
-func validateModeRule(id string, fld *field.Path, known modeRules) *field.Error {
-	takers := "disk-claim, mount-path, shared-memory and the rules of operator policies"
-	if known != nil {
-		takers = strings.Join(sets.List(sets.Set[string](known)), ", ")
-	}
-	if r, ok := api.LookupGoRule(id); ok && !r.Modes {
-		return field.Forbidden(fld, fmt.Sprintf(
-			"rule %s %s; an enforcement mode cannot change that (fix: remove the key %s; modes apply to %s)",
-			id, r.Why, id, takers))
-	}
-	if known != nil && !sets.Set[string](known).Has(id) {
-		return field.Invalid(fld, id, fmt.Sprintf(
-			"no rule has the id %s, so this mode would do nothing (fix: use the id of a rule that takes a mode: %s; "+
-				"for a rule of an operator policy, apply its policy ConfigMap first)", id, takers))
-	}
-	return nil
-}
-
-// Mode returns the rule's mode; deny when unset.
-func (m Modes) Mode(id string) Mode {
-	if mode, ok := m[id]; ok {
-		return mode
-	}
-	return ModeDeny
-}
-
-// Apply sorts a decision's violations by enforcement: deny violations go by
-// their rule's mode, warn violations always warn. Each list keeps the
-// decision's order.
-func (m Modes) Apply(d Decision) (deny, warn, dryrun []Violation) {
-	for _, v := range d.Deny {
-		switch m.Mode(v.ID) {
-		case ModeWarn:
-			warn = append(warn, v)
-		case ModeDryRun:
-			dryrun = append(dryrun, v)
-		default:
-			deny = append(deny, v)
-		}
-	}
-	warn = append(warn, d.Warn...)
-	sortViolations(warn)
-	return deny, warn, dryrun
-}
-
-// String lists the modes as id=mode, sorted; "all rules deny" when empty.
-func (m Modes) String() string {
-	if len(m) == 0 {
-		return "all rules deny"
-	}
-	parts := make([]string, 0, len(m))
-	for id, mode := range m {
-		parts = append(parts, id+"="+string(mode))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
-}
 
 // enforce applies the active modes (nil: every rule denies) to d. It tells
 // report (and the log) about each violation of a rule in dryrun mode, and
 // returns the violations that deny and the admission warnings.
-func enforce(log logr.Logger, active *atomic.Pointer[Modes], report func(Violation), d Decision) (deny []Violation, warnings []string) {
-	modes := Modes{}
+func enforce(log logr.Logger, active *atomic.Pointer[policy.Modes], report func(policy.Violation), d policy.Decision) (deny []policy.Violation, warnings []string) {
+	modes := policy.Modes{}
 	if m := active.Load(); m != nil {
 		modes = *m
 	}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 )
 
 // rulesPackage is the package every rule module sits under.
@@ -97,30 +97,27 @@ func ruleName(r *ast.Rule) (string, bool) {
 	return string(v), ok
 }
 
-// modeRules are the rule ids the enforcement modes can name: the Go checks
-// that take a mode (api.GoRules) and the Rego rules of a policy set. A Rego
-// rule that reuses the id of a Go check that always denies does not make
-// that id take a mode: the Go check would still deny.
-type modeRules sets.Set[string]
-
-// modeRulesOf returns the rule ids that take a mode with the policy set
-// modules.
-func modeRulesOf(modules []Module) modeRules {
+// modeRulesOf returns the rule ids the enforcement modes can name with the
+// policy set modules, sorted: the Go checks that take a mode
+// (policy.GoRules) and the Rego rules of the set. A Rego rule that reuses
+// the id of a Go check that always denies does not make that id take a
+// mode: the Go check would still deny.
+func modeRulesOf(modules []Module) []string {
 	ids := sets.New(RegoRuleIDs(modules)...)
-	for _, r := range api.GoRules {
+	for _, r := range policy.GoRules {
 		if r.Modes {
 			ids.Insert(r.ID)
 		} else {
 			ids.Delete(r.ID)
 		}
 	}
-	return modeRules(ids)
+	return sets.List(ids)
 }
 
 // modeRules returns the rule ids the modes ConfigMap may name, with the
 // policy set the loader loads: the shipped modules and those of the policy
 // ConfigMaps in the namespace (the shipped ones only without a Reader).
-func (v *ConfigMapValidator) modeRules(ctx context.Context) (modeRules, error) {
+func (v *ConfigMapValidator) modeRules(ctx context.Context) ([]string, error) {
 	var operator []Module
 	if v.Reader != nil {
 		cms, err := ListPolicyConfigMaps(ctx, v.Reader, v.Namespace)
@@ -139,5 +136,5 @@ func (v *ConfigMapValidator) validateModesConfigMap(ctx context.Context, cm *cor
 	if err != nil {
 		return nil, err
 	}
-	return validateModes(cm.Data, field.NewPath("data"), known), nil
+	return policy.ValidateModes(cm.Data, field.NewPath("data"), known), nil
 }

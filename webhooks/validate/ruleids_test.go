@@ -6,11 +6,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
-	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 )
 
 func TestRegoRuleIDs(t *testing.T) {
@@ -56,35 +55,12 @@ deny contains v("x") if input.x
 	}
 }
 
-func TestGoRulesSorted(t *testing.T) {
-	if !sort.SliceIsSorted(api.GoRules, func(i, j int) bool { return api.GoRules[i].ID < api.GoRules[j].ID }) {
-		t.Fatal("api.GoRules is not sorted by id: LookupGoRule searches it")
-	}
-	for _, r := range api.GoRules {
-		if got, ok := api.LookupGoRule(r.ID); !ok || got != r {
-			t.Errorf("LookupGoRule(%q) = %v, %v", r.ID, got, ok)
-		}
-		if !r.Modes && r.Why == "" {
-			t.Errorf("rule %s always denies but does not say why", r.ID)
-		}
-	}
-	if _, ok := api.LookupGoRule("mount-path"); ok {
-		t.Error("mount-path is a Rego rule, not a Go one")
-	}
-	if diskClaimRule != api.RuleDiskClaim {
-		t.Errorf("the unmanaged VM check reports under %q, api.RuleDiskClaim is %q", diskClaimRule, api.RuleDiskClaim)
-	}
-	if unnamedRule != api.RuleUnnamed {
-		t.Errorf("unnamed Rego violations get id %q, api.RuleUnnamed is %q", unnamedRule, api.RuleUnnamed)
-	}
-}
-
 // ruleInMessage is a rule id written into a Go denial's message.
 var ruleInMessage = regexp.MustCompile(`\(rule: ([a-z][a-z0-9-]*)[;)]`)
 
 // Every rule id a Go denial's message names literally is one of
-// api.GoRules or a shipped Rego rule, so that the modes ConfigMap
-// validation knows it. (Ids passed as constants come from api.)
+// policy.GoRules or a shipped Rego rule, so that the modes ConfigMap
+// validation knows it. (Ids passed as constants come from policy.)
 func TestGoDenialsNameKnownRules(t *testing.T) {
 	rego := RegoRuleIDs(ShippedModules())
 	root := filepath.Join("..", "..")
@@ -109,8 +85,8 @@ func TestGoDenialsNameKnownRules(t *testing.T) {
 		}
 		for _, m := range ruleInMessage.FindAllStringSubmatch(string(src), -1) {
 			found++
-			if _, ok := api.LookupGoRule(m[1]); !ok && !slices.Contains(rego, m[1]) {
-				t.Errorf("%s: a denial names rule %q, which is neither in api.GoRules nor a shipped Rego rule", path, m[1])
+			if _, ok := policy.LookupGoRule(m[1]); !ok && !slices.Contains(rego, m[1]) {
+				t.Errorf("%s: a denial names rule %q, which is neither in policy.GoRules nor a shipped Rego rule", path, m[1])
 			}
 		}
 		return nil

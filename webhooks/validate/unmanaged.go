@@ -14,16 +14,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/webhooks/admit"
 )
 
 // UnmanagedVMPath is where the claim check for VirtualMachines that
 // Virtstation does not manage is served.
 const UnmanagedVMPath = "/validate-kubevirt-io-v1-virtualmachine-unmanaged"
-
-// diskClaimRule is the rule id the unmanaged VM check reports under, so
-// that the enforcement mode an operator gives disk-claim applies to it too.
-const diskClaimRule = "disk-claim"
 
 // The API server calls this webhook only for VMs NOT labelled managed
 // (objectSelector), outside the system namespaces, and only when the VM
@@ -61,9 +58,9 @@ type UnmanagedVMHandler struct {
 	// VMs (JudgeDisk, claims.Live).
 	Snapshots Snapshotter
 	// Modes are the per-rule enforcement modes; disk-claim's applies.
-	Modes *atomic.Pointer[Modes]
+	Modes *atomic.Pointer[policy.Modes]
 	// DryRun is told about each violation when disk-claim is in dryrun mode.
-	DryRun func(Violation)
+	DryRun func(policy.Violation)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -126,7 +123,7 @@ func (h *UnmanagedVMHandler) Handle(ctx context.Context, req admission.Request) 
 	if err != nil {
 		return unchecked(err, "read disk state")
 	}
-	deny, warnings := enforce(log, h.Modes, h.DryRun, Decision{Deny: UnmanagedViolations(attached, snap.States)})
+	deny, warnings := enforce(log, h.Modes, h.DryRun, policy.Decision{Deny: UnmanagedViolations(attached, snap.States)})
 	if len(deny) > 0 {
 		resp := admit.Deny(ViolationErrors(deny))
 		resp.Warnings = warnings
@@ -183,8 +180,8 @@ func addedDisks(now, had []VolumeDisk) []VolumeDisk {
 // writable attachment, live read-only claims on. Other disks are not
 // Virtstation's business. Each violation names the field, the rule and the
 // fix.
-func UnmanagedViolations(disks []VolumeDisk, states map[string]DiskState) []Violation {
-	var out []Violation
+func UnmanagedViolations(disks []VolumeDisk, states map[string]DiskState) []policy.Violation {
+	var out []policy.Violation
 	for _, d := range disks {
 		st := states[d.Name]
 		if !st.Exists || !st.Labelled {
@@ -196,14 +193,14 @@ func UnmanagedViolations(disks []VolumeDisk, states map[string]DiskState) []Viol
 		}
 		switch {
 		case st.ClaimedBy != "" && st.ClaimLive:
-			out = append(out, Violation{ID: diskClaimRule, Field: d.Field, Message: fmt.Sprintf(
-				"data disk %q is attached writable to VM %s, which Virtstation manages; a VM without the %s=true label cannot share it (rule: %s; fix: %s, detach the disk from %s or delete that VM first, or use another disk)",
-				d.Name, st.ClaimedBy, api.LabelManaged, diskClaimRule, remove, st.ClaimedBy)})
+			out = append(out, policy.Violation{ID: policy.RuleDiskClaim, Field: d.Field, Message: policy.Explain(
+				fmt.Sprintf("data disk %q is attached writable to VM %s, which Virtstation manages; a VM without the %s=true label cannot share it", d.Name, st.ClaimedBy, api.LabelManaged),
+				policy.RuleDiskClaim, fmt.Sprintf("%s, detach the disk from %s or delete that VM first, or use another disk", remove, st.ClaimedBy))})
 		case !d.ReadOnly && len(st.SharedBy) > 0:
 			readers := strings.Join(st.SharedBy, ", ")
-			out = append(out, Violation{ID: diskClaimRule, Field: d.Field, Message: fmt.Sprintf(
-				"data disk %q is attached read-only to VM %s; a writable attachment needs the disk to itself (rule: %s; fix: attach it read-only here (a cdrom, or readonly: true on its disk), or detach it from %s first)",
-				d.Name, readers, diskClaimRule, readers)})
+			out = append(out, policy.Violation{ID: policy.RuleDiskClaim, Field: d.Field, Message: policy.Explain(
+				fmt.Sprintf("data disk %q is attached read-only to VM %s; a writable attachment needs the disk to itself", d.Name, readers),
+				policy.RuleDiskClaim, fmt.Sprintf("attach it read-only here (a cdrom, or readonly: true on its disk), or detach it from %s first", readers))})
 		}
 	}
 	return out

@@ -9,6 +9,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/virtstation/virtstation/policy"
 )
 
 func TestUnmanagedViolations(t *testing.T) {
@@ -29,17 +31,17 @@ func TestUnmanagedViolations(t *testing.T) {
 	tests := map[string]struct {
 		disk  VolumeDisk
 		state DiskState
-		want  []Violation
+		want  []policy.Violation
 	}{
 		"no such disk":                  {disk: rw},
 		"unlabelled disk":               {disk: rw, state: unlabelledClaimed},
 		"free data disk":                {disk: rw, state: labelled},
 		"lapsed claim":                  {disk: rw, state: lapsed},
-		"claimed, writable attachment":  {disk: rw, state: claimed, want: []Violation{{ID: "disk-claim", Field: field, Message: writerMsg}}},
-		"claimed, read-only attachment": {disk: ro, state: claimed, want: []Violation{{ID: "disk-claim", Field: field, Message: writerMsg}}},
+		"claimed, writable attachment":  {disk: rw, state: claimed, want: []policy.Violation{{ID: "disk-claim", Field: field, Message: writerMsg}}},
+		"claimed, read-only attachment": {disk: ro, state: claimed, want: []policy.Violation{{ID: "disk-claim", Field: field, Message: writerMsg}}},
 		"shared, read-only attachment":  {disk: ro, state: shared},
-		"shared, writable attachment":   {disk: rw, state: shared, want: []Violation{{ID: "disk-claim", Field: field, Message: `data disk "home" is attached read-only to VM ns/r1, ns/r2; a writable attachment needs the disk to itself (rule: disk-claim; fix: attach it read-only here (a cdrom, or readonly: true on its disk), or detach it from ns/r1, ns/r2 first)`}}},
-		"claimed, by a dataVolumeTemplate": {disk: tmpl, state: claimed, want: []Violation{{ID: "disk-claim", Field: tmpl.Field,
+		"shared, writable attachment":   {disk: rw, state: shared, want: []policy.Violation{{ID: "disk-claim", Field: field, Message: `data disk "home" is attached read-only to VM ns/r1, ns/r2; a writable attachment needs the disk to itself (rule: disk-claim; fix: attach it read-only here (a cdrom, or readonly: true on its disk), or detach it from ns/r1, ns/r2 first)`}}},
+		"claimed, by a dataVolumeTemplate": {disk: tmpl, state: claimed, want: []policy.Violation{{ID: "disk-claim", Field: tmpl.Field,
 			Message: strings.Replace(writerMsg, `remove volume "home-vol"`, `remove the dataVolumeTemplate "home"`, 1)}}},
 	}
 	for name, tc := range tests {

@@ -13,6 +13,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/webhooks/admit"
 )
 
@@ -59,7 +60,7 @@ type VMIHandler struct {
 
 // NewVMIHandler returns the VMI webhook, judging claims through snapshots
 // with the enforcement modes of disk-claim; dryRun may be nil.
-func NewVMIHandler(snapshots Snapshotter, modes *atomic.Pointer[Modes], dryRun func(Violation)) *VMIHandler {
+func NewVMIHandler(snapshots Snapshotter, modes *atomic.Pointer[policy.Modes], dryRun func(policy.Violation)) *VMIHandler {
 	return &VMIHandler{attachChecker{Snapshots: snapshots, Modes: modes, DryRun: dryRun}}
 }
 

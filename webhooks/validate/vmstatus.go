@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 )
 
 // VMStatusPath is where the claim check for hot-plug requests on
@@ -66,7 +67,7 @@ type VMStatusHandler struct {
 
 // NewVMStatusHandler returns the VM status webhook, judging claims through
 // snapshots with the enforcement modes of disk-claim; dryRun may be nil.
-func NewVMStatusHandler(snapshots Snapshotter, modes *atomic.Pointer[Modes], dryRun func(Violation)) *VMStatusHandler {
+func NewVMStatusHandler(snapshots Snapshotter, modes *atomic.Pointer[policy.Modes], dryRun func(policy.Violation)) *VMStatusHandler {
 	return &VMStatusHandler{attachChecker{Snapshots: snapshots, Modes: modes, DryRun: dryRun}}
 }
 
