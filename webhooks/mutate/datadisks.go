@@ -13,6 +13,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 )
 
 var (
@@ -50,14 +51,14 @@ func attachDataDisks(m *mutation) error {
 	fld := field.NewPath("metadata", "annotations").Key(api.AnnotationDataDisks)
 	wanted, errs := api.ParseDataDisks(m.in.VM.Annotations[api.AnnotationDataDisks], fld)
 	if len(errs) > 0 {
-		m.deny(errs, api.RuleDataDisks, "use name:/mount,… or a JSON list of {name, mountPath, type, bus, readOnly}")
+		m.deny(errs, policy.RuleDataDisks, "use name:/mount,… or a JSON list of {name, mountPath, type, bus, readOnly}")
 		return nil
 	}
 	if m.in.VM.Spec.Template == nil {
 		return nil
 	}
 	if len(wanted) > 0 {
-		arch, ok, err := m.archOf(api.RuleDataDisks)
+		arch, ok, err := m.archOf(policy.RuleDataDisks)
 		if err != nil || !ok {
 			return err
 		}
@@ -105,16 +106,16 @@ func (m *mutation) resolveDataDisks(wanted []api.DataDisk, fld *field.Path) ([]a
 		}
 		if !ok || !disk.Labelled {
 			m.denied = append(m.denied, field.NotFound(fld.Index(i).Child("name"), d.Name))
-			m.denied[len(m.denied)-1].Detail = fmt.Sprintf(
-				"no DataVolume or PVC %q labelled %s=true in namespace %s (rule: data-disks; fix: create it, or label it %s=true)",
-				d.Name, api.LabelDataDisk, m.in.Namespace, api.LabelDataDisk)
+			m.denied[len(m.denied)-1].Detail = policy.Explain(
+				fmt.Sprintf("no DataVolume or PVC %q labelled %s=true in namespace %s", d.Name, api.LabelDataDisk, m.in.Namespace),
+				policy.RuleDataDisks, fmt.Sprintf("create it, or label it %s=true", api.LabelDataDisk))
 			continue
 		}
 		serial := diskSerial(d.Name)
 		if serials.Has(serial) || diskNames.Has(diskName(serial)) {
 			m.deny(field.ErrorList{field.Invalid(fld.Index(i).Child("name"), d.Name, fmt.Sprintf(
 				"gets the same disk serial or name (%s, %s) as an earlier entry", serial, diskName(serial)))},
-				api.RuleDataDisks, "rename one of the DataVolumes/PVCs so that their names differ in more than '.' and '-'")
+				policy.RuleDataDisks, "rename one of the DataVolumes/PVCs so that their names differ in more than '.' and '-'")
 			continue
 		}
 		serials.Insert(serial)
@@ -140,7 +141,7 @@ func (m *mutation) checkDiskNames(attach []api.InjectedDisk, owned sets.Set[stri
 		taken.Insert(d.Name)
 		if d.Serial != "" && serials.Has(d.Serial) && !owned.Has(d.Name) {
 			m.deny(field.ErrorList{field.Duplicate(field.NewPath("spec", "template", "spec", "domain", "devices", "disks").Key(d.Name).Child("serial"), d.Serial)},
-				api.RuleDataDisks, "give your disk another serial: Virtstation uses the data disk's name")
+				policy.RuleDataDisks, "give your disk another serial: Virtstation uses the data disk's name")
 		}
 	}
 	for _, v := range spec.Volumes {
@@ -150,8 +151,8 @@ func (m *mutation) checkDiskNames(attach []api.InjectedDisk, owned sets.Set[stri
 	taken.Delete("")
 	for _, d := range attach {
 		if taken.Has(d.Disk) {
-			m.denied = append(m.denied, field.Invalid(fld, d.Name, fmt.Sprintf(
-				"the VM already has a disk or volume named %q (rule: data-disks; fix: rename yours, Virtstation uses the vs- prefix)", d.Disk)))
+			m.denied = append(m.denied, field.Invalid(fld, d.Name, policy.Explain(
+				fmt.Sprintf("the VM already has a disk or volume named %q", d.Disk), policy.RuleDataDisks, "rename yours, Virtstation uses the vs- prefix")))
 		}
 	}
 }
@@ -184,8 +185,8 @@ func chooseBuses(disks []api.DataDisk, arch api.Arch, fld *field.Path) field.Err
 		}
 		if !arch.AcceptsBus(d.Type, d.Bus) {
 			e := field.NotSupported(fld.Index(i).Child("bus"), d.Bus, arch.Buses(d.Type))
-			e.Detail = fmt.Sprintf("KubeVirt v1.9.0 takes no %s on the %s bus on %s: %s (rule: %s; fix: use bus %s, or leave bus out)",
-				d.Type, d.Bus, arch.Name, e.Detail, api.RuleDataDisks, arch.DefaultBus(d.Type))
+			e.Detail = policy.Explain(fmt.Sprintf("KubeVirt v1.9.0 takes no %s on the %s bus on %s: %s", d.Type, d.Bus, arch.Name, e.Detail),
+				policy.RuleDataDisks, fmt.Sprintf("use bus %s, or leave bus out", arch.DefaultBus(d.Type)))
 			errs = append(errs, e)
 		}
 	}
@@ -210,12 +211,18 @@ func (m *mutation) checkAttachmentChange(attach []api.InjectedDisk) error {
 	case !running && halted(m.in.OldVM):
 	case m.released:
 		m.denied = append(m.denied, field.Forbidden(field.NewPath("metadata", "labels").Key(api.LabelManaged),
-			fmt.Sprintf("removing this label detaches the data disks Virtstation attached, and data disks can change only while the VM is stopped and its VMI is gone (rule: data-disks; fix: virtctl stop %s, wait until the VMI is deleted, then apply again)", m.in.Name)))
+			policy.Explain("removing this label detaches the data disks Virtstation attached, and data disks can change only while the VM is stopped and its VMI is gone",
+				policy.RuleDataDisks, stopFix(m.in.Name))))
 	default:
 		m.denied = append(m.denied, field.Forbidden(field.NewPath("metadata", "annotations").Key(api.AnnotationDataDisks),
-			fmt.Sprintf("data disks can change only while the VM is stopped and its VMI is gone (rule: data-disks; fix: virtctl stop %s, wait until the VMI is deleted, then apply again)", m.in.Name)))
+			policy.Explain("data disks can change only while the VM is stopped and its VMI is gone", policy.RuleDataDisks, stopFix(m.in.Name))))
 	}
 	return nil
+}
+
+// stopFix is how to change the data disks of VM name.
+func stopFix(name string) string {
+	return fmt.Sprintf("virtctl stop %s, wait until the VMI is deleted, then apply again", name)
 }
 
 // halted reports whether the stored VM is set to stay stopped.

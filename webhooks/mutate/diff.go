@@ -211,4 +211,3 @@ func isEmptyValue(v reflect.Value) bool {
 	}
 	return v.IsZero()
 }
-

@@ -16,6 +16,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 )
 
 var (
@@ -36,7 +37,7 @@ func addGPUs(m *mutation) error {
 	fld := field.NewPath("metadata", "annotations").Key(api.AnnotationGPUs)
 	reqs, errs := api.ParseGPUs(m.in.VM.Annotations[api.AnnotationGPUs], fld)
 	if len(errs) > 0 {
-		m.deny(errs, api.RuleGPUs, "use deviceName=count[,…], e.g. nvidia.com/GH100_H200=1")
+		m.deny(errs, policy.RuleGPUs, "use deviceName=count[,…], e.g. nvidia.com/GH100_H200=1")
 		return nil
 	}
 	if m.in.VM.Spec.Template == nil {
@@ -51,7 +52,7 @@ func addGPUs(m *mutation) error {
 		total += r.Count
 	}
 	if total > api.MaxGPUs {
-		m.deny(field.ErrorList{field.TooMany(field.NewPath(pathGPUs[0], pathGPUs[1:]...), total, api.MaxGPUs)}, api.RuleGPUs,
+		m.deny(field.ErrorList{field.TooMany(field.NewPath(pathGPUs[0], pathGPUs[1:]...), total, api.MaxGPUs)}, policy.RuleGPUs,
 			fmt.Sprintf("ask for at most %d GPUs in %s and the */gpu keys of domain.resources together", api.MaxGPUs, api.AnnotationGPUs))
 		return nil
 	}
@@ -383,7 +384,7 @@ func (m *mutation) takeGPUResources() (movedKeys, bool) {
 		}
 	}
 	if len(mv.counts) > api.MaxGPUs {
-		m.deny(field.ErrorList{field.TooMany(fld, len(mv.counts), api.MaxGPUs)}, api.RuleGPUs,
+		m.deny(field.ErrorList{field.TooMany(fld, len(mv.counts), api.MaxGPUs)}, policy.RuleGPUs,
 			fmt.Sprintf("use at most %d distinct */gpu resource keys", api.MaxGPUs))
 		ok = false
 	}
@@ -399,14 +400,14 @@ func (m *mutation) takeGPUResources() (movedKeys, bool) {
 func (m *mutation) takeGPUKey(mv movedKeys, part, k string, v any, fld *field.Path) bool {
 	n, err := gpuCount(v)
 	if err != nil {
-		m.deny(field.ErrorList{field.Invalid(fld.Child(part).Key(k), shortValue(v), err.Error())}, api.RuleGPUs,
+		m.deny(field.ErrorList{field.Invalid(fld.Child(part).Key(k), shortValue(v), err.Error())}, policy.RuleGPUs,
 			fmt.Sprintf("give a whole number of devices from 0 to %d, e.g. \"1\"", api.MaxGPUs))
 		return false
 	}
 	raw, err := json.Marshal(v)
 	if err != nil {
 		// v was decoded from JSON, so it encodes; guard all the same.
-		m.deny(field.ErrorList{field.Invalid(fld.Child(part).Key(k), shortValue(v), "not a JSON value")}, api.RuleGPUs, "give a number of devices, e.g. \"1\"")
+		m.deny(field.ErrorList{field.Invalid(fld.Child(part).Key(k), shortValue(v), "not a JSON value")}, policy.RuleGPUs, "give a number of devices, e.g. \"1\"")
 		return false
 	}
 	rec := mv.values[k]

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 )
 
 // checkLifecycle validates the idle-stop annotations (api/lifecycle.go),
@@ -20,7 +21,7 @@ func checkLifecycle(m *mutation) error {
 	fld := field.NewPath("metadata", "annotations")
 	p, errs := api.ParseLifecycle(m.in.VM.Annotations, api.LifecycleDefaults{MaxKeepRunning: api.DefaultMaxKeepRunning}, fld)
 	if len(errs) > 0 {
-		m.deny(errs, api.RuleLifecycle, "give a Go duration such as 30m or 2h (an RFC 3339 time for "+api.AnnotationKeepRunningUntil+"), or remove the annotation")
+		m.deny(errs, policy.RuleLifecycle, "give a Go duration such as 30m or 2h (an RFC 3339 time for "+api.AnnotationKeepRunningUntil+"), or remove the annotation")
 		return nil
 	}
 	if !m.in.Now.IsZero() && !p.KeepRunningUntil.IsZero() && m.leaseSet() {
@@ -32,7 +33,7 @@ func checkLifecycle(m *mutation) error {
 			v := m.in.VM.Annotations[api.AnnotationKeepRunningUntil]
 			m.deny(field.ErrorList{field.Invalid(fld.Key(api.AnnotationKeepRunningUntil), v,
 				fmt.Sprintf("a keep-running lease may last at most max-keep-running (%s) from now", maxKeep))},
-				api.RuleLifecycle, "set a time before "+limit.UTC().Format(time.RFC3339))
+				policy.RuleLifecycle, "set a time before "+limit.UTC().Format(time.RFC3339))
 			return nil
 		}
 	}

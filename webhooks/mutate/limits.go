@@ -9,10 +9,11 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 )
 
 // ruleLimits names the limits in denials.
-const ruleLimits = api.RuleLimits
+const ruleLimits = policy.RuleLimits
 
 // annotationPrefix is the prefix of Virtstation's annotations.
 const annotationPrefix = "virtstation.io/"

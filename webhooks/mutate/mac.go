@@ -13,6 +13,7 @@ import (
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/mac"
+	"github.com/virtstation/virtstation/policy"
 )
 
 // defaultInterface is the name KubeVirt gives an auto-attached pod interface.
@@ -72,7 +73,7 @@ func pinMAC(m *mutation) error {
 	setting, err := api.ParseMACAnnotation(vm.Annotations[api.AnnotationMAC])
 	if err != nil {
 		m.denied = append(m.denied, field.Invalid(annPath, vm.Annotations[api.AnnotationMAC],
-			fmt.Sprintf("%v (rule: mac; fix: set it to auto, off, or a unicast MAC such as 02:00:5e:10:00:01)", err)))
+			policy.Explain(err.Error(), policy.RuleMAC, "set it to auto, off, or a unicast MAC such as 02:00:5e:10:00:01")))
 		return nil
 	}
 	if setting.Mode == api.MACOff || vm.Spec.Template == nil {
@@ -89,7 +90,7 @@ func pinMAC(m *mutation) error {
 	if setting.Mode == api.MACFixed && target.masquerade {
 		if err := mac.ValidateMasquerade(setting.Address); err != nil {
 			m.denied = append(m.denied, field.Invalid(annPath, vm.Annotations[api.AnnotationMAC],
-				fmt.Sprintf("%v; interface %q uses masquerade (rule: mac; fix: set it to auto, off, or another unicast MAC such as 02:00:5e:10:00:01)", err, target.name)))
+				policy.Explain(fmt.Sprintf("%v; interface %q uses masquerade", err, target.name), policy.RuleMAC, "set it to auto, off, or another unicast MAC such as 02:00:5e:10:00:01")))
 			return nil
 		}
 	}
@@ -142,7 +143,7 @@ func (m *mutation) keepMAC(target podTarget, setting api.MACSetting, self types.
 	}
 	if err != nil {
 		m.denied = append(m.denied, field.Invalid(fld, target.current,
-			fmt.Sprintf("%v (rule: mac; fix: remove macAddress to get a derived MAC, or give a unicast MAC such as 02:00:5e:10:00:01)", err)))
+			policy.Explain(err.Error(), policy.RuleMAC, "remove macAddress to get a derived MAC, or give a unicast MAC such as 02:00:5e:10:00:01")))
 		return nil
 	}
 	if setting.Mode == api.MACFixed && !mac.Equal(setting.Address, addr) {

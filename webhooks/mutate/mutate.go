@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"strings"
 	"time"
 
 	jsonpatchapply "github.com/evanphx/json-patch/v5"
@@ -15,6 +14,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 )
 
 // Input is one admission of a VirtualMachine.
@@ -238,7 +238,7 @@ func applyPatch(raw []byte, ops []jsonpatch.Operation) (map[string]any, error) {
 // deny adds field errors, naming the rule and the fix in each.
 func (m *mutation) deny(errs field.ErrorList, rule, fix string) {
 	for _, e := range errs {
-		e.Detail = strings.TrimSpace(fmt.Sprintf("%s (rule: %s; fix: %s)", e.Detail, rule, fix))
+		e.Detail = policy.Explain(e.Detail, rule, fix)
 		m.denied = append(m.denied, e)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/sshkeys"
 )
 
@@ -40,6 +41,7 @@ var maxVMNameForSecrets = validation.DNS1123SubdomainMaxLength - max(len(UserDat
 
 // secretNameDetail explains a refused per-VM Secret name.
 func secretNameDetail(vm, secret string) string {
-	return fmt.Sprintf("Virtstation keeps this VM's data in a Secret named after it (<name>%s, %d characters), over the %d a Secret name may have (rule: secrets; fix: shorten the VM's name to at most %d characters)",
-		strings.TrimPrefix(secret, vm), len(secret), validation.DNS1123SubdomainMaxLength, maxVMNameForSecrets)
+	return policy.Explain(fmt.Sprintf("Virtstation keeps this VM's data in a Secret named after it (<name>%s, %d characters), over the %d a Secret name may have",
+		strings.TrimPrefix(secret, vm), len(secret), validation.DNS1123SubdomainMaxLength),
+		policy.RuleSecrets, fmt.Sprintf("shorten the VM's name to at most %d characters", maxVMNameForSecrets))
 }

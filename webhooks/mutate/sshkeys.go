@@ -9,6 +9,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/sshkeys"
 )
 
@@ -23,7 +24,7 @@ var pathAccessCredentials = []string{"spec", "template", "spec", "accessCredenti
 func setSSHKeys(m *mutation) error {
 	setting, errs := api.ParseSSH(m.in.VM.Annotations, field.NewPath("metadata", "annotations"))
 	if len(errs) > 0 {
-		m.deny(errs, api.RuleSSHKeys, "set ssh-user to a guest account and ssh-propagation to qemuGuestAgent or cloudInit")
+		m.deny(errs, policy.RuleSSHKeys, "set ssh-user to a guest account and ssh-propagation to qemuGuestAgent or cloudInit")
 		return nil
 	}
 	m.sshUser = setting.User
@@ -47,9 +48,9 @@ func setSSHKeys(m *mutation) error {
 	creds, removed := withoutOurCredentials(m.vm.Spec.Template.Spec.AccessCredentials, secretName, ourUsers)
 	if guestAgent && m.in.Name != "" {
 		if i := sourcing(creds, secretName); i >= 0 {
-			m.denied = append(m.denied, field.Forbidden(field.NewPath("spec", "template", "spec", "accessCredentials").Index(i).Child("sshPublicKey", "source", "secret", "secretName"), fmt.Sprintf(
-				"this entry sources Secret %s, which Virtstation writes with the namespace's keys for %s=%s (rule: ssh-keys; fix: remove this entry and let Virtstation add its own, or source a Secret of another name)",
-				secretName, api.AnnotationSSHUser, setting.User)))
+			m.denied = append(m.denied, field.Forbidden(field.NewPath("spec", "template", "spec", "accessCredentials").Index(i).Child("sshPublicKey", "source", "secret", "secretName"), policy.Explain(
+				fmt.Sprintf("this entry sources Secret %s, which Virtstation writes with the namespace's keys for %s=%s", secretName, api.AnnotationSSHUser, setting.User),
+				policy.RuleSSHKeys, "remove this entry and let Virtstation add its own, or source a Secret of another name")))
 			return nil
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/cloudinit"
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/userdata"
 )
 
@@ -88,7 +89,7 @@ func (m *mutation) inSecret(src userDataSource, user api.UserCloudInit, rec *api
 	switch {
 	case m.in.Name == "":
 		m.denied = append(m.denied, field.Forbidden(field.NewPath("spec", "template", "spec", "volumes").Index(idx),
-			"the merged cloud-init user-data needs a per-VM Secret, which is named after the VM, and a VM created with generateName has no name yet (rule: cloud-init; fix: give the VM a name)"))
+			policy.Explain("the merged cloud-init user-data needs a per-VM Secret, which is named after the VM, and a VM created with generateName has no name yet", policy.RuleCloudInit, "give the VM a name")))
 		return false
 	case user.SecretRef == UserDataSecretName(m.in.Name):
 		// Admitted before the annotation existed, with the user's data
@@ -96,7 +97,7 @@ func (m *mutation) inSecret(src userDataSource, user api.UserCloudInit, rec *api
 	default:
 		saved := user.String()
 		if len(saved) > api.MaxUserDataAnnotationBytes {
-			m.deny(field.ErrorList{field.TooLong(fld.Child("userData"), "", api.MaxUserDataAnnotationBytes)}, api.RuleCloudInit, fmt.Sprintf(
+			m.deny(field.ErrorList{field.TooLong(fld.Child("userData"), "", api.MaxUserDataAnnotationBytes)}, policy.RuleCloudInit, fmt.Sprintf(
 				"your inline user-data does not fit KubeVirt's %d-byte inline limit once merged, and is kept in annotation %s, which holds at most %d bytes: put it in a Secret of your own and name it in secretRef",
 				api.MaxInlineUserData, api.AnnotationUserData, api.MaxUserDataAnnotationBytes))
 			return false
@@ -244,8 +245,8 @@ func (m *mutation) userSource(src userDataSource, prev *api.InjectedCloudInit, f
 		}
 		if saved, ok, err := m.savedUserData(); err != nil || ok {
 			if err != nil {
-				m.denied = append(m.denied, field.Invalid(field.NewPath("metadata", "annotations").Key(api.AnnotationUserData), "(omitted)", fmt.Sprintf(
-					"%v (rule: cloud-init; fix: remove this annotation and put your own user-data back in %s)", err, fld)))
+				m.denied = append(m.denied, field.Invalid(field.NewPath("metadata", "annotations").Key(api.AnnotationUserData), "(omitted)", policy.Explain(
+					err.Error(), policy.RuleCloudInit, fmt.Sprintf("remove this annotation and put your own user-data back in %s", fld))))
 				return api.UserCloudInit{}, false
 			}
 			return saved, true
@@ -258,15 +259,15 @@ func (m *mutation) userSource(src userDataSource, prev *api.InjectedCloudInit, f
 			}
 			return api.UserCloudInit{SecretRef: name}, true
 		}
-		m.denied = append(m.denied, field.Forbidden(fld.Child("secretRef", "name"), fmt.Sprintf(
-			"your user-data Secret is named %s, the name of the Secret Virtstation writes the merged user-data to (rule: cloud-init; fix: rename your Secret, for example to %s-cloud-init, and this secretRef with it)",
-			name, m.in.Name)))
+		m.denied = append(m.denied, field.Forbidden(fld.Child("secretRef", "name"), policy.Explain(
+			fmt.Sprintf("your user-data Secret is named %s, the name of the Secret Virtstation writes the merged user-data to", name),
+			policy.RuleCloudInit, fmt.Sprintf("rename your Secret, for example to %s-cloud-init, and this secretRef with it", m.in.Name))))
 		return api.UserCloudInit{}, false
 	}
 	if s := *src.base64; s != "" {
 		raw, err := base64.StdEncoding.DecodeString(s)
 		if err != nil {
-			m.denied = append(m.denied, field.Invalid(fld.Child("userDataBase64"), "(omitted)", "not valid base64 (rule: cloud-init; fix: encode your user-data with base64)"))
+			m.denied = append(m.denied, field.Invalid(fld.Child("userDataBase64"), "(omitted)", policy.Explain("not valid base64", policy.RuleCloudInit, "encode your user-data with base64")))
 			return api.UserCloudInit{}, false
 		}
 		user, ok := m.split(raw, fld.Child("userDataBase64"))
@@ -351,8 +352,9 @@ func (m *mutation) checkInlineCloudConfig(src userDataSource, fld *field.Path) {
 func (m *mutation) split(data []byte, fld *field.Path) ([]byte, bool) {
 	user, _, err := cloudinit.Split(data)
 	if err != nil {
-		m.denied = append(m.denied, field.Invalid(fld, "(omitted)", fmt.Sprintf(
-			"this user-data holds Virtstation's merged format but was edited, so your part cannot be recovered byte for byte: %v (rule: cloud-init; fix: replace it with your own user-data only; Virtstation merges its part again)", err)))
+		m.denied = append(m.denied, field.Invalid(fld, "(omitted)", policy.Explain(
+			fmt.Sprintf("this user-data holds Virtstation's merged format but was edited, so your part cannot be recovered byte for byte: %v", err),
+			policy.RuleCloudInit, "replace it with your own user-data only; Virtstation merges its part again")))
 		return nil, false
 	}
 	return user, true

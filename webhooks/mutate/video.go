@@ -9,6 +9,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 )
 
 // setVideo sets domain.devices.video.type from virtstation.io/video and adds
@@ -26,10 +27,10 @@ func setVideo(m *mutation) error {
 	}
 	fld := field.NewPath("metadata", "annotations").Key(api.AnnotationVideo)
 	if !slices.Contains(api.VideoTypes, typ) {
-		m.deny(field.ErrorList{field.NotSupported(fld, typ, api.VideoTypes)}, api.RuleVideo, "pick one of the supported types")
+		m.deny(field.ErrorList{field.NotSupported(fld, typ, api.VideoTypes)}, policy.RuleVideo, "pick one of the supported types")
 		return nil
 	}
-	arch, ok, err := m.archOf(api.RuleVideo)
+	arch, ok, err := m.archOf(policy.RuleVideo)
 	if err != nil || !ok {
 		return err
 	}
@@ -37,15 +38,16 @@ func setVideo(m *mutation) error {
 		// KubeVirt admits the VM and refuses its VMI at start: "video model
 		// '<typ>' is not supported on <arch> architecture".
 		e := field.NotSupported(fld, typ, arch.VideoTypes)
-		e.Detail = fmt.Sprintf("KubeVirt v1.9.0 refuses video model %q on %s at start: %s (rule: %s; fix: use %s)",
-			typ, arch.Name, e.Detail, api.RuleVideo, strings.Join(quoteAll(arch.VideoTypes), " or "))
+		e.Detail = policy.Explain(fmt.Sprintf("KubeVirt v1.9.0 refuses video model %q on %s at start: %s", typ, arch.Name, e.Detail),
+			policy.RuleVideo, "use "+strings.Join(quoteAll(arch.VideoTypes), " or "))
 		m.denied = append(m.denied, e)
 		return nil
 	}
 	devices := m.in.VM.Spec.Template.Spec.Domain.Devices
 	if devices.AutoattachGraphicsDevice != nil && !*devices.AutoattachGraphicsDevice {
-		m.denied = append(m.denied, field.Forbidden(fld, fmt.Sprintf(
-			"a video device needs graphics, but spec.template.spec.domain.devices.autoattachGraphicsDevice is false (rule: video; fix: remove autoattachGraphicsDevice: false or the %s annotation)", api.AnnotationVideo)))
+		m.denied = append(m.denied, field.Forbidden(fld, policy.Explain(
+			"a video device needs graphics, but spec.template.spec.domain.devices.autoattachGraphicsDevice is false",
+			policy.RuleVideo, fmt.Sprintf("remove autoattachGraphicsDevice: false or the %s annotation", api.AnnotationVideo))))
 		return nil
 	}
 	out := &m.vm.Spec.Template.Spec.Domain.Devices
