@@ -1,6 +1,7 @@
 package mutate
 
 import (
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -160,11 +161,8 @@ func changedItems(out []fieldChange, path []string, b, a reflect.Value) ([]field
 		}
 	}
 	for i := b.Len(); i < a.Len(); i++ {
-		c := fieldChange{path: appendPath(path, strconv.Itoa(i))}
-		if c.after, err = fieldJSON(a.Index(i), false); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
+		// A new item: the patch adds it whole, and the response encodes it.
+		out = append(out, fieldChange{path: appendPath(path, strconv.Itoa(i)), after: a.Index(i).Addr().Interface()})
 	}
 	for i := b.Len() - 1; i >= a.Len(); i-- {
 		out = append(out, fieldChange{path: appendPath(path, strconv.Itoa(i)), before: true})
@@ -184,11 +182,16 @@ func fieldByField(t reflect.Type) bool {
 	return t.Kind() == reflect.Struct && !t.Implements(jsonMarshaler) && !reflect.PointerTo(t).Implements(jsonMarshaler)
 }
 
-// fieldJSON is v encoded and decoded as JSON, or nil when omitempty leaves
-// it out.
+// fieldJSON is v as the patch compares it, or nil when omitempty leaves
+// it out: a string, number or bool as it is; anything else encoded and
+// decoded as JSON, so that lists and objects compare, and are carried,
+// item by item and key by key.
 func fieldJSON(v reflect.Value, omitempty bool) (any, error) {
 	if omitempty && isEmptyValue(v) {
 		return nil, nil
+	}
+	if scalar(v.Type()) {
+		return v.Interface(), nil
 	}
 	b, err := json.Marshal(v.Addr().Interface())
 	if err != nil {
@@ -200,6 +203,19 @@ func fieldJSON(v reflect.Value, omitempty bool) (any, error) {
 	}
 	return out, nil
 }
+
+// scalar reports whether encoding/json writes t as a plain string, number
+// or bool.
+func scalar(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return !t.Implements(jsonMarshaler) && !reflect.PointerTo(t).Implements(jsonMarshaler) && !t.Implements(textMarshaler) && !reflect.PointerTo(t).Implements(textMarshaler)
+	}
+	return false
+}
+
+var textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
 
 // isEmptyValue is encoding/json's test for omitempty.
 func isEmptyValue(v reflect.Value) bool {

@@ -189,7 +189,7 @@ func (m *mutation) writeRecord() error {
 }
 
 // copyForMutation copies vm for the steps to edit: the annotations and the
-// template (the mutableView) deeply, the rest (status, dataVolumeTemplates,
+// template (what the steps write) deeply, the rest (status, dataVolumeTemplates,
 // managedFields, …) shared with vm: a VM's bulk is there, and copying it
 // would double an admission's memory for nothing.
 func copyForMutation(vm *kubevirtv1.VirtualMachine) *kubevirtv1.VirtualMachine {
