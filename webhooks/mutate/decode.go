@@ -2,6 +2,7 @@ package mutate
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -25,8 +26,8 @@ func DecodeVM(raw []byte) (*kubevirtv1.VirtualMachine, error) {
 		return nil, fmt.Errorf("decode VirtualMachine: %w", err)
 	}
 	for _, e := range strict {
-		fe, ok := e.(sigsjson.FieldError)
-		if !ok {
+		var fe sigsjson.FieldError
+		if !errors.As(e, &fe) {
 			continue
 		}
 		if want, ok := foldedField(vmType, fe.FieldPath()); ok {
