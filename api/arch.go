@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/util/sets"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 )
 
 // Architectures KubeVirt v1.9.0 runs VMs on. Its VMI admitter refuses any
@@ -20,12 +21,13 @@ const (
 // KubeVirt CR names none either.
 const DefaultArch = ArchAMD64
 
-// Buses of KubeVirt v1.9.0's disks, cdroms and input devices.
+// Buses of KubeVirt v1.9.0's disks, cdroms and input devices, as the
+// strings the annotations and the Arch table hold.
 const (
-	BusVirtio = "virtio"
-	BusSATA   = "sata"
-	BusSCSI   = "scsi"
-	BusUSB    = "usb"
+	BusVirtio = string(kubevirtv1.DiskBusVirtio)
+	BusSATA   = string(kubevirtv1.DiskBusSATA)
+	BusSCSI   = string(kubevirtv1.DiskBusSCSI)
+	BusUSB    = string(kubevirtv1.DiskBusUSB)
 )
 
 // DefaultDiskBus is the bus of a data disk (type disk) that names none, on
