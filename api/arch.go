@@ -1,6 +1,11 @@
 package api
 
-import "slices"
+import (
+	"slices"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+)
 
 // Architectures KubeVirt v1.9.0 runs VMs on. Its VMI admitter refuses any
 // other spec.architecture ("unsupported architecture",
@@ -15,6 +20,19 @@ const (
 // DefaultArch is the architecture of a VM that names none on a cluster whose
 // KubeVirt CR names none either.
 const DefaultArch = ArchAMD64
+
+// Buses of KubeVirt v1.9.0's disks, cdroms and input devices, as the
+// strings the annotations and the Arch table hold.
+const (
+	BusVirtio = string(kubevirtv1.DiskBusVirtio)
+	BusSATA   = string(kubevirtv1.DiskBusSATA)
+	BusSCSI   = string(kubevirtv1.DiskBusSCSI)
+	BusUSB    = string(kubevirtv1.DiskBusUSB)
+)
+
+// DefaultDiskBus is the bus of a data disk (type disk) that names none, on
+// every architecture: virtio, the paravirtual bus each one takes.
+const DefaultDiskBus = BusVirtio
 
 // Arch is what KubeVirt v1.9.0 accepts, and Virtstation chooses, for the
 // devices Virtstation adds on one architecture. The lists are sorted.
@@ -55,28 +73,44 @@ type Arch struct {
 var arches = map[string]Arch{
 	ArchAMD64: {
 		Name:           ArchAMD64,
-		DiskBuses:      []string{"sata", "scsi", "usb", "virtio"},
-		CDROMBuses:     []string{"sata", "scsi"},
-		DefaultDiskBus: "virtio", DefaultCDROMBus: "sata",
+		DiskBuses:      []string{BusSATA, BusSCSI, BusUSB, BusVirtio},
+		CDROMBuses:     []string{BusSATA, BusSCSI},
+		DefaultDiskBus: DefaultDiskBus, DefaultCDROMBus: BusSATA,
 		VideoTypes: []string{"bochs", "cirrus", "ramfb", "vga", "virtio"},
-		TabletBus:  "usb",
+		TabletBus:  BusUSB,
 	},
 	ArchARM64: {
 		Name:           ArchARM64,
-		DiskBuses:      []string{"scsi", "virtio"},
-		CDROMBuses:     []string{"scsi"},
-		DefaultDiskBus: "virtio", DefaultCDROMBus: "scsi",
+		DiskBuses:      []string{BusSCSI, BusVirtio},
+		CDROMBuses:     []string{BusSCSI},
+		DefaultDiskBus: DefaultDiskBus, DefaultCDROMBus: BusSCSI,
 		VideoTypes: []string{"ramfb", "virtio"},
-		TabletBus:  "usb",
+		TabletBus:  BusUSB,
 	},
 	ArchS390X: {
 		Name:           ArchS390X,
-		DiskBuses:      []string{"scsi", "virtio"},
-		CDROMBuses:     []string{"scsi"},
-		DefaultDiskBus: "virtio", DefaultCDROMBus: "scsi",
+		DiskBuses:      []string{BusSCSI, BusVirtio},
+		CDROMBuses:     []string{BusSCSI},
+		DefaultDiskBus: DefaultDiskBus, DefaultCDROMBus: BusSCSI,
 		VideoTypes: []string{"virtio"},
-		TabletBus:  "virtio",
+		TabletBus:  BusVirtio,
 	},
+}
+
+// What an entry may name on some architecture, before the VM's is known:
+// the union of the table. The VM's Arch then says which of them it takes.
+var (
+	diskBuses  = onSomeArch(func(a Arch) []string { return a.DiskBuses })
+	cdromBuses = onSomeArch(func(a Arch) []string { return a.CDROMBuses })
+)
+
+// onSomeArch is the union over the table of what list returns.
+func onSomeArch(list func(Arch) []string) sets.Set[string] {
+	out := sets.New[string]()
+	for _, a := range arches {
+		out.Insert(list(a)...)
+	}
+	return out
 }
 
 // Architectures lists the architectures LookupArch knows, sorted.

@@ -3,6 +3,8 @@ package api
 import (
 	"slices"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // TestArchRules holds the architecture table to KubeVirt v1.9.0's rules: a
@@ -67,5 +69,19 @@ func TestArchRules(t *testing.T) {
 	}
 	if _, ok := LookupArch(DefaultArch); !ok {
 		t.Errorf("DefaultArch %q is not in the table", DefaultArch)
+	}
+}
+
+// TestOnSomeArch holds what an entry may name before its VM's architecture
+// is known to the union of the table.
+func TestOnSomeArch(t *testing.T) {
+	if got, want := sets.List(diskBuses), []string{BusSATA, BusSCSI, BusUSB, BusVirtio}; !slices.Equal(got, want) {
+		t.Errorf("disk buses = %v, want %v", got, want)
+	}
+	if got, want := sets.List(cdromBuses), []string{BusSATA, BusSCSI}; !slices.Equal(got, want) {
+		t.Errorf("cdrom buses = %v, want %v", got, want)
+	}
+	if want := []string{"bochs", "cirrus", "ramfb", "vga", "virtio"}; !slices.Equal(VideoTypes, want) {
+		t.Errorf("VideoTypes = %v, want %v", VideoTypes, want)
 	}
 }

@@ -25,13 +25,6 @@ const (
 	DiskTypeCDROM DiskType = "cdrom"
 )
 
-// Buses KubeVirt accepts per disk type on some architecture; Arch says
-// which of them each architecture takes.
-var (
-	diskBuses  = sets.New("virtio", "sata", "scsi", "usb")
-	cdromBuses = sets.New("sata", "scsi")
-)
-
 // DataDisk is one entry of virtstation.io/data-disks, with defaults filled in.
 type DataDisk struct {
 	// Name of the DataVolume or PVC in the VM's namespace.
@@ -122,7 +115,7 @@ func defaultAndCheckDisk(d *DataDisk, fld *field.Path) field.ErrorList {
 		if d.Bus != "" && !diskBuses.Has(d.Bus) {
 			errs = append(errs, field.NotSupported(fld.Child("bus"), d.Bus, sets.List(diskBuses)))
 		}
-		if d.Bus == "sata" && d.ReadOnly {
+		if d.Bus == BusSATA && d.ReadOnly {
 			// KubeVirt: "sata hard-disks do not support read-only" (a sata
 			// cdrom is read-only, a sata disk cannot be).
 			errs = append(errs, field.Invalid(fld.Child("readOnly"), true,

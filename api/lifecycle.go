@@ -137,6 +137,8 @@ type LifecyclePolicy struct {
 	KeepRunningUntil time.Time
 	// StopUnsafe: AnnotationIdleStopUnsafe is "true".
 	StopUnsafe bool
+	// Limited says what the cluster's limits cut (LifecycleLimits.Apply).
+	Limited []string
 }
 
 // Enabled says whether the controller acts on (or observes) the VM.
@@ -146,6 +148,9 @@ func (p LifecyclePolicy) Enabled() bool { return p.Mode != ModeOff && p.IdleTime
 type LifecycleDefaults struct {
 	Mode                                         string
 	IdleTimeout, IdleGracePeriod, MaxKeepRunning time.Duration
+	// Limits are the operator's bounds (lifecyclelimits.go), from the
+	// install namespace's ConfigMap only.
+	Limits LifecycleLimits
 }
 
 // ParseLifecycleDefaults reads a lifecycle ConfigMap's data; fld is the
@@ -178,8 +183,11 @@ func ParseLifecycleDefaultsOver(d LifecycleDefaults, data map[string]string, fld
 		case LifecycleKeyMaxKeepRunning:
 			err = setDuration(&d.MaxKeepRunning, v, fld.Key(k), 0)
 		default:
-			err = field.NotSupported(fld.Key(k), "", []string{LifecycleKeyMode, LifecycleKeyIdleTimeout, LifecycleKeyIdleGracePeriod, LifecycleKeyMaxKeepRunning})
-			err.BadValue = k
+			var limit bool
+			if err, limit = parseLifecycleLimit(&d.Limits, k, v, fld); !limit {
+				err = field.NotSupported(fld.Key(k), "", append([]string{LifecycleKeyMode, LifecycleKeyIdleTimeout, LifecycleKeyIdleGracePeriod, LifecycleKeyMaxKeepRunning}, lifecycleLimitKeys...))
+				err.BadValue = k
+			}
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -216,18 +224,21 @@ func LayerLifecycleDefaults(install, namespace string, read LifecycleConfigMapDa
 		if !found {
 			continue
 		}
-		var ferrs field.ErrorList
+		var ferrs, limitErrs field.ErrorList
+		if i == 1 {
+			data, limitErrs = withoutLimits(data, field.NewPath("data"))
+		}
 		d, ferrs = ParseLifecycleDefaultsOver(d, data, field.NewPath("data"))
-		if len(ferrs) > 0 {
+		if ferrs = append(limitErrs, ferrs...); len(ferrs) > 0 {
 			bad = append(bad, fmt.Errorf("ConfigMap %s/%s: %w", ns, LifecycleConfigMap, ferrs.ToAggregate()))
 		}
 	}
 	return d, errors.Join(bad...), nil
 }
 
-// ParseLifecycle reads a VM's lifecycle annotations over defaults; fld is
-// the path of the VM's annotations. Every value that does not parse is an
-// error and leaves the default in place.
+// ParseLifecycle reads a VM's lifecycle annotations over defaults, within
+// the defaults' Limits; fld is the path of the VM's annotations. Every
+// value that does not parse is an error and leaves the default in place.
 func ParseLifecycle(annotations map[string]string, defaults LifecycleDefaults, fld *field.Path) (LifecyclePolicy, field.ErrorList) {
 	p := LifecyclePolicy{Mode: defaults.Mode, IdleTimeout: defaults.IdleTimeout, IdleGracePeriod: defaults.IdleGracePeriod, MaxKeepRunning: defaults.MaxKeepRunning}
 	if p.Mode == "" {
@@ -268,6 +279,7 @@ func ParseLifecycle(annotations map[string]string, defaults LifecycleDefaults, f
 		}
 		p.StopUnsafe = v == "true"
 	}
+	p, p.Limited = defaults.Limits.Apply(p, annotations)
 	return p, errs
 }
 

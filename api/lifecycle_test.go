@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func TestParseLifecycle(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, errs := ParseLifecycle(tt.ann, defaults, field.NewPath("metadata", "annotations"))
-			if got != tt.want {
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("policy = %+v, want %+v", got, tt.want)
 			}
 			switch msg := errs.ToAggregate(); {

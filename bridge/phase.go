@@ -132,7 +132,9 @@ func vmiCondition(vmi *kubevirtv1.VirtualMachineInstance, t kubevirtv1.VirtualMa
 // nothing rather than something wrong).
 func idleStopAt(vm *kubevirtv1.VirtualMachine) string {
 	v := vm.Annotations[api.AnnotationIdleStopAt]
-	if v == "" {
+	// Only the lifecycle controller's notice on a managed VM is one: on
+	// any other VM nobody guards the annotation.
+	if v == "" || vm.Labels[api.LabelManaged] != api.LabelTrue {
 		return ""
 	}
 	t, err := time.Parse(time.RFC3339, v)

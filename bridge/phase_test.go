@@ -61,15 +61,23 @@ func TestPhaseOf(t *testing.T) {
 }
 
 func TestPhaseOfIdleStopAt(t *testing.T) {
-	cases := map[string]struct{ annotation, want string }{
-		"none":       {"", ""},
-		"UTC":        {"2026-12-06T18:00:00Z", "2026-12-06T18:00:00Z"},
-		"offset":     {"2026-12-06T19:00:00+01:00", "2026-12-06T18:00:00Z"},
-		"not a time": {"soon", ""},
+	cases := map[string]struct {
+		annotation, want string
+		unmanaged        bool
+	}{
+		"none":       {annotation: "", want: ""},
+		"UTC":        {annotation: "2026-12-06T18:00:00Z", want: "2026-12-06T18:00:00Z"},
+		"offset":     {annotation: "2026-12-06T19:00:00+01:00", want: "2026-12-06T18:00:00Z"},
+		"not a time": {annotation: "soon", want: ""},
+		// Nobody guards the annotation on a VM the webhook does not see.
+		"on an unmanaged VM": {annotation: "2026-12-06T18:00:00Z", want: "", unmanaged: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			vm := vmWith(kubevirtv1.RunStrategyAlways, "")
+			if !tc.unmanaged {
+				vm.Labels = map[string]string{api.LabelManaged: api.LabelTrue}
+			}
 			if tc.annotation != "" {
 				vm.Annotations = map[string]string{api.AnnotationIdleStopAt: tc.annotation}
 			}

@@ -80,20 +80,7 @@ type live struct {
 // when it cannot be. The live session it returns holds the Lease.
 func (s *Server) open(w http.ResponseWriter, r *http.Request, m mode, byVM bool) *live {
 	ns, name := r.PathValue("namespace"), r.PathValue("name")
-	if !websocket.IsWebSocketUpgrade(r) {
-		s.refuse(w, r, m, auth.Credential{}, problemf(http.StatusBadRequest, ReasonBadRequest, "this endpoint speaks WebSocket only"))
-		return nil
-	}
-	if p := s.checkNames(r); p != nil {
-		s.refuse(w, r, m, auth.Credential{}, p)
-		return nil
-	}
-	user, cred, p := s.who(r, auth.KubeVirtAccess(m.action, ns, name)...)
-	if p != nil {
-		s.refuse(w, r, m, cred, p)
-		return nil
-	}
-	tgt, p := resolve(r.Context(), s.deps.Reader, ns, name, byVM, m)
+	user, cred, tgt, p := s.admit(r, m, byVM)
 	if p != nil {
 		s.refuse(w, r, m, cred, p)
 		return nil
@@ -132,7 +119,36 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, m mode, byVM bool)
 	s.metrics.requests.WithLabelValues(m.name, "OK").Inc()
 	s.sessionConnected(ns, name)
 	client := relay.NewWS(conn, relay.WSOptions{ReadLimit: m.readLimit, PingInterval: s.opts.PingInterval, WriteTimeout: s.opts.WriteTimeout})
+	if !s.attach(r, l, client, up, tgt) {
+		return nil
+	}
+	return l
+}
 
+// admit checks the request before the session takes anything: a WebSocket
+// handshake, valid names, a user allowed to open m, and a target that runs.
+// cred is whatever authentication found, for refuse.
+func (s *Server) admit(r *http.Request, m mode, byVM bool) (auth.User, auth.Credential, target, *Problem) {
+	ns, name := r.PathValue("namespace"), r.PathValue("name")
+	if !websocket.IsWebSocketUpgrade(r) {
+		return auth.User{}, auth.Credential{}, target{}, problemf(http.StatusBadRequest, ReasonBadRequest, "this endpoint speaks WebSocket only")
+	}
+	if p := s.checkNames(r); p != nil {
+		return auth.User{}, auth.Credential{}, target{}, p
+	}
+	user, cred, p := s.who(r, auth.KubeVirtAccess(m.action, ns, name)...)
+	if p != nil {
+		return user, cred, target{}, p
+	}
+	tgt, p := resolve(r.Context(), s.deps.Reader, ns, name, byVM, m)
+	return user, cred, tgt, p
+}
+
+// attach hands l its two sides, client and up, and the relay's policy for
+// its mode: the RFB-aware interceptor for VNC; for SSH, the shell it opens
+// on the guest over client, or false when that ended the session first.
+func (s *Server) attach(r *http.Request, l *live, client *relay.WS, up relay.Endpoint, tgt target) bool {
+	m, sess := l.m, l.sess
 	filter := relay.ClientFilter(relay.ConsoleFilter)
 	var interceptor relay.Interceptor
 	meter := relay.Meter(s.metrics.meter(m.name))
@@ -144,7 +160,7 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, m mode, byVM bool)
 		up, filter, end = s.openSSH(r.Context(), client, tgt, l.log)
 		if end != nil {
 			s.metrics.ended(m.name, end.Code)
-			return nil
+			return false
 		}
 	}
 	l.client, l.up = client, up
@@ -159,9 +175,9 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, m mode, byVM bool)
 		// User input is the VM's activity: keys, pointer and clipboard on
 		// VNC (the interceptor's call), typed bytes on the console and in
 		// SSH, never a resize.
-		Input: s.deps.Activity.For(ns, name, activity.Source(m.name)),
+		Input: s.deps.Activity.For(r.PathValue("namespace"), r.PathValue("name"), activity.Source(m.name)),
 	}
-	return l
+	return true
 }
 
 // vncProxy sets up the RFB-aware layer of l, a VNC session, with the

@@ -26,6 +26,16 @@ import (
 // webhook's --claim-grace overrides it.
 const DefaultGrace = 20 * time.Second
 
+// GraceOrDefault is the grace a setting of d gives: d, or DefaultGrace when
+// d is not positive (zero being "not set"). Every component that takes a
+// grace resolves it here.
+func GraceOrDefault(d time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return DefaultGrace
+}
+
 // RefreshAfter is how old a claim may be before Claim, finding it already in
 // place, writes claimed-at again instead of doing nothing. The write changes
 // the disk's resourceVersion, so a Releaser that judged the claim stale (its

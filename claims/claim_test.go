@@ -366,3 +366,21 @@ func TestRelease(t *testing.T) {
 		})
 	}
 }
+
+func TestGraceOrDefault(t *testing.T) {
+	tests := map[string]struct {
+		set, want time.Duration
+	}{
+		"zero is the default":       {set: 0, want: DefaultGrace},
+		"a negative is the default": {set: -time.Second, want: DefaultGrace},
+		"a setting is kept":         {set: time.Minute, want: time.Minute},
+		"a short setting is kept":   {set: time.Millisecond, want: time.Millisecond},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := GraceOrDefault(tc.set); got != tc.want {
+				t.Errorf("GraceOrDefault(%v) = %v, want %v", tc.set, got, tc.want)
+			}
+		})
+	}
+}

@@ -131,7 +131,7 @@ func (g *DeletionGuard) addClaims(ctx context.Context, b *Blockers, s State, via
 		if err != nil {
 			return err
 		}
-		l := Live(f, len(b.VMIs) > 0, s.ClaimedAt, g.now(), g.grace())
+		l := Live(f, len(b.VMIs) > 0, s.ClaimedAt, g.now(), GraceOrDefault(g.Grace))
 		if l.Reason == Lapsed || l.Reason == InUse {
 			continue
 		}
@@ -172,13 +172,6 @@ func dataVolumeOwner(obj metav1.Object) string {
 		return ""
 	}
 	return ref.Name
-}
-
-func (g *DeletionGuard) grace() time.Duration {
-	if g.Grace > 0 {
-		return g.Grace
-	}
-	return DefaultGrace
 }
 
 func (g *DeletionGuard) now() time.Time {

@@ -93,7 +93,7 @@ func (r *Releaser) reconcileDisk(ctx context.Context, key types.NamespacedName, 
 		}
 		facts[holder] = f
 	}
-	now, grace := r.now(), r.grace()
+	now, grace := r.now(), GraceOrDefault(r.Grace)
 	d := Decide(s, facts, false, now, grace)
 	if len(d.Release) > 0 {
 		inUse, err := r.inUse(ctx, key)
@@ -152,13 +152,6 @@ func (r *Releaser) diskKinds() []func() client.Object {
 		kinds = append(kinds, func() client.Object { return &cdiv1beta1.DataVolume{} })
 	}
 	return kinds
-}
-
-func (r *Releaser) grace() time.Duration {
-	if r.Grace > 0 {
-		return r.Grace
-	}
-	return DefaultGrace
 }
 
 func (r *Releaser) now() time.Time {

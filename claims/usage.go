@@ -49,11 +49,8 @@ func UsesDisk(vmi *kubevirtv1.VirtualMachineInstance, disk string) bool {
 func diskNames(volumes []kubevirtv1.Volume) []string {
 	var out []string
 	for _, v := range volumes {
-		switch {
-		case v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName != "":
-			out = append(out, v.PersistentVolumeClaim.ClaimName)
-		case v.DataVolume != nil && v.DataVolume.Name != "":
-			out = append(out, v.DataVolume.Name)
+		if c, ok := api.VolumeClaim(v.VolumeSource); ok && c.Name != "" {
+			out = append(out, c.Name)
 		}
 	}
 	return out

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/virtstation/virtstation/api"
 )
 
 // ClaimPhase reports the phase of the PVC of that name in the VM's
@@ -29,6 +31,7 @@ func DataLoss(spec *kubevirtv1.VirtualMachineInstanceSpec, claim ClaimPhase) str
 	readOnly := readOnlyDisks(spec.Domain.Devices.Disks)
 	var why []string
 	for _, v := range spec.Volumes {
+		disk, isClaim := api.VolumeClaim(v.VolumeSource)
 		switch {
 		case v.ContainerDisk != nil && !readOnly[v.Name]:
 			why = append(why, fmt.Sprintf("volume %q is a writable containerDisk", truncate(v.Name, 63)))
@@ -36,10 +39,8 @@ func DataLoss(spec *kubevirtv1.VirtualMachineInstanceSpec, claim ClaimPhase) str
 			why = append(why, fmt.Sprintf("volume %q is an emptyDisk", truncate(v.Name, 63)))
 		case v.Ephemeral != nil && !readOnly[v.Name]:
 			why = append(why, fmt.Sprintf("volume %q is ephemeral", truncate(v.Name, 63)))
-		case v.PersistentVolumeClaim != nil:
-			why = appendUnbound(why, v.Name, v.PersistentVolumeClaim.ClaimName, claim)
-		case v.DataVolume != nil:
-			why = appendUnbound(why, v.Name, v.DataVolume.Name, claim)
+		case isClaim:
+			why = appendUnbound(why, v.Name, disk.Name, claim)
 		}
 	}
 	if len(why) == 0 {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
 	"github.com/virtstation/virtstation/disks"
 	"github.com/virtstation/virtstation/webhooks/validate"
@@ -71,23 +72,19 @@ func (w *diskWorld) add(obj Object, ns string) error {
 	return nil
 }
 
-// indexVMI records the disks vmi's volumes name, under vmisByDisk.
+// indexVMI records the disks vmi's volumes name (api.VolumeClaim, as the
+// claims' usage index finds them), under vmisByDisk.
 func (w *diskWorld) indexVMI(vmi *kubevirtv1.VirtualMachineInstance, key string) {
 	for _, v := range vmi.Spec.Volumes {
-		var names []string
-		if v.PersistentVolumeClaim != nil {
-			names = append(names, v.PersistentVolumeClaim.ClaimName)
+		c, ok := api.VolumeClaim(v.VolumeSource)
+		if !ok || c.Name == "" {
+			continue
 		}
-		if v.DataVolume != nil {
-			names = append(names, v.DataVolume.Name)
+		disk := vmi.Namespace + "/" + c.Name
+		if w.vmisByDisk[disk] == nil {
+			w.vmisByDisk[disk] = map[string]bool{}
 		}
-		for _, n := range names {
-			disk := vmi.Namespace + "/" + n
-			if w.vmisByDisk[disk] == nil {
-				w.vmisByDisk[disk] = map[string]bool{}
-			}
-			w.vmisByDisk[disk][key] = true
-		}
+		w.vmisByDisk[disk][key] = true
 	}
 }
 

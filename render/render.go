@@ -141,12 +141,9 @@ type renderer struct {
 // VMs, as the state the VMs are admitted into.
 func newRenderer(opts Options) (*renderer, error) {
 	r := &renderer{opts: opts, ns: cmp.Or(opts.Namespace, "default"), existing: map[string]*kubevirtv1.VirtualMachine{}}
-	now, grace := opts.Now, opts.Grace
+	now, grace := opts.Now, claims.GraceOrDefault(opts.Grace)
 	if now.IsZero() {
 		now = time.Now()
-	}
-	if grace <= 0 {
-		grace = claims.DefaultGrace
 	}
 	all := append(append([]Object(nil), opts.Cluster...), opts.Manifests...)
 	// The enforcement modes, as the webhook's loader reads them.

@@ -127,20 +127,29 @@ const rectHead = 12
 // serverStep is what the tracker collects or skips next.
 type serverStep uint8
 
+// The steps come in groups, one method each (see step), in this order: the
+// handshake's steps all come before sMsgType.
 const (
+	// The security negotiation (stepSecurity).
 	sVersion serverStep = iota
 	sSecurityWait
 	sSecurity33
 	sSecurityCount
 	sSecurityList
-	sReasonLen
-	sReason
 	sChoiceWait
+
+	// Its outcome: authentication, or a failure and its reason (stepOutcome).
 	sChallenge
 	sResult
+	sReasonLen
+	sReason
+	sClosed
+
+	// ServerInit (stepInit).
 	sInitHead
 	sInitName
-	sClosed
+
+	// Server messages, all but a FramebufferUpdate's body (stepMessage).
 	sMsgType
 	sMsgEnd
 	sColourMap
@@ -149,6 +158,8 @@ const (
 	sQEMUSub
 	sQEMUAudioOp
 	sQEMUAudioLen
+
+	// A FramebufferUpdate's rectangles (stepUpdate).
 	sUpdateHead
 	sRectHead
 	sRectEnd
@@ -156,9 +167,13 @@ const (
 	sCountThenSkip  // a count, then count*t.unit bytes (RRE, CoRRE, ExtendedDesktopSize)
 	sAlphaCursor
 	sWMVi
+
+	// A Hextile rectangle's tiles (stepHextile).
 	sHextileTile
 	sHextileSub
 	sHextileNext
+
+	// A Tight rectangle (stepTight).
 	sTightCtl
 	sTightFilter
 	sTightPalette
@@ -318,114 +333,40 @@ func (t *ServerTracker) outOfOrder() error {
 	return protoErr("security", "the server sent data before the client chose a security type")
 }
 
-// step runs st on the collected bytes.
+// step runs st on the collected bytes, through its group's method. The
+// groups are ranges of serverStep, tested from the hottest (a
+// FramebufferUpdate's rectangles) down.
 func (t *ServerTracker) step() error {
-	if t.st >= sUpdateHead {
+	switch {
+	case t.st >= sTightCtl:
+		return t.stepTight()
+	case t.st >= sHextileTile:
+		return t.stepHextile()
+	case t.st >= sUpdateHead:
 		return t.stepUpdate()
+	case t.st >= sMsgType:
+		return t.stepMessage()
+	case t.st >= sInitHead:
+		return t.stepInit()
+	case t.st >= sChallenge:
+		return t.stepOutcome()
+	default:
+		return t.stepSecurity()
 	}
+}
+
+// nextMessage waits for the next server message's type.
+func (t *ServerTracker) nextMessage() {
+	t.msgBytes = 0
+	t.collect(1, sMsgType)
+}
+
+// stepMessage runs the steps of a server message other than a
+// FramebufferUpdate's rectangles.
+func (t *ServerTracker) stepMessage() error {
 	be := binary.BigEndian
 	b := t.buf
 	switch t.st {
-	case sVersion:
-		v, err := parseProtocolVersion(b)
-		if err != nil {
-			return err
-		}
-		t.s.setServerVersion(v)
-		t.send(Event{Kind: EventServerVersion, Version: v})
-		t.collect(0, sSecurityWait)
-	case sSecurityWait:
-		switch t.s.Version() {
-		case VersionUnknown:
-			return errBlocked
-		case Version33:
-			t.collect(4, sSecurity33)
-		default:
-			t.collect(1, sSecurityCount)
-		}
-	case sSecurity33:
-		switch v := be.Uint32(b); v {
-		case uint32(SecurityInvalid):
-			t.s.setSecurity(SecurityInvalid)
-			t.reasonResult = false
-			t.collect(4, sReasonLen)
-		case uint32(SecurityNone), uint32(SecurityVNCAuth):
-			st := SecurityType(v)
-			t.s.setSecurity(st)
-			t.send(Event{Kind: EventSecurityTypes, SecurityTypes: []SecurityType{st}, OK: true})
-			return t.afterSecurity(st)
-		default:
-			return protoErr("security", "a 3.3 server chose security type %d; only 0, 1 and 2 exist in 3.3", v)
-		}
-	case sSecurityCount:
-		if b[0] == 0 {
-			t.s.setSecurity(SecurityInvalid)
-			t.reasonResult = false
-			t.collect(4, sReasonLen)
-			return nil
-		}
-		t.collect(int(b[0]), sSecurityList)
-	case sSecurityList:
-		types := make([]SecurityType, len(b))
-		for i, c := range b {
-			types[i] = SecurityType(c)
-		}
-		t.send(Event{Kind: EventSecurityTypes, SecurityTypes: types, OK: true})
-		t.collect(0, sChoiceWait)
-	case sChoiceWait:
-		st, known := t.s.SecurityType()
-		if !known {
-			return errBlocked
-		}
-		return t.afterSecurity(st)
-	case sReasonLen:
-		n := be.Uint32(b)
-		if n > MaxReasonLength {
-			return &LimitError{Message: "security failure", Field: "reason-length", Value: int64(n), Cap: "MaxReasonLength", Limit: MaxReasonLength}
-		}
-		t.collect(int(n), sReason)
-	case sReason:
-		kind := EventSecurityTypes
-		if t.reasonResult {
-			kind = EventSecurityResult
-		}
-		t.send(Event{Kind: kind, Reason: string(b)})
-		t.close()
-	case sChallenge:
-		t.send(Event{Kind: EventVNCAuthChallenge})
-		t.collect(4, sResult)
-	case sResult:
-		if be.Uint32(b) == 0 {
-			t.send(Event{Kind: EventSecurityResult, OK: true})
-			t.collect(serverInitHead, sInitHead)
-			return nil
-		}
-		if t.s.Version() == Version38 {
-			t.reasonResult = true
-			t.collect(4, sReasonLen)
-			return nil
-		}
-		t.send(Event{Kind: EventSecurityResult})
-		t.close()
-	case sInitHead:
-		t.init = ServerInit{Width: be.Uint16(b), Height: be.Uint16(b[2:]), Format: parsePixelFormat(b[4:])}
-		if !t.init.Format.valid() {
-			return protoErr("ServerInit", "bits-per-pixel %d is not 8, 16 or 32", t.init.Format.BitsPerPixel)
-		}
-		n := be.Uint32(b[20:])
-		if n > MaxDesktopNameLength {
-			return &LimitError{Message: "ServerInit", Field: "name-length", Value: int64(n), Cap: "MaxDesktopNameLength", Limit: MaxDesktopNameLength}
-		}
-		t.collect(int(n), sInitName)
-	case sInitName:
-		t.init.Name = string(b)
-		t.s.setServerInit(t.init.Width, t.init.Height, t.init.Format)
-		t.pf = t.init.Format
-		t.phase = PhaseNormal
-		t.send(Event{Kind: EventServerInit, Init: t.init})
-		t.nextMessage()
-	case sClosed:
-		return protoErr("handshake", "the server sent data after ending the handshake with a failure")
 	case sMsgType:
 		return t.messageType(b[0])
 	case sMsgEnd:
@@ -434,8 +375,7 @@ func (t *ServerTracker) step() error {
 	case sColourMap:
 		t.skipThen(6*int64(be.Uint16(b[3:])), sMsgEnd)
 	case sCutText:
-		l := int64(int32(be.Uint32(b[3:])))
-		t.skipThen(max(l, -l), sMsgEnd)
+		t.skipThen(cutTextLength(b), sMsgEnd)
 	case sFence:
 		if b[7] > MaxFencePayload {
 			return &LimitError{Message: "ServerFence", Field: "length", Value: int64(b[7]), Cap: "MaxFencePayload", Limit: MaxFencePayload}
@@ -461,32 +401,12 @@ func (t *ServerTracker) step() error {
 	return nil
 }
 
-// afterSecurity goes on from the security type in use.
-func (t *ServerTracker) afterSecurity(st SecurityType) error {
-	switch st {
-	case SecurityVNCAuth:
-		t.collect(vncAuthLen, sChallenge)
-	case SecurityNone:
-		if t.s.Version() == Version38 {
-			t.collect(4, sResult)
-		} else {
-			t.collect(serverInitHead, sInitHead)
-		}
-	default:
-		return protoErr("security", "%s is in use, which the tracker cannot follow", st)
-	}
-	return nil
-}
-
-// close ends a handshake the server failed: it closes the connection next.
-func (t *ServerTracker) close() {
-	t.phase = PhaseClosed
-	t.collect(1, sClosed)
-}
-
-func (t *ServerTracker) nextMessage() {
-	t.msgBytes = 0
-	t.collect(1, sMsgType)
+// cutTextLength is the text's length from ServerCutText's 7-byte head: a
+// negative length announces an extended-clipboard payload of its absolute
+// value.
+func cutTextLength(head []byte) int64 {
+	l := int64(int32(binary.BigEndian.Uint32(head[3:])))
+	return max(l, -l)
 }
 
 // messageType dispatches on a server message's first byte.

@@ -9,12 +9,12 @@ const tightRawMax = 12
 // hextileTile is the Hextile tile size.
 const hextileTile = 16
 
-// stepUpdate runs the FramebufferUpdate steps.
+// stepUpdate runs the steps of a FramebufferUpdate and its rectangles,
+// but for the Hextile and Tight encodings' own.
 func (t *ServerTracker) stepUpdate() error {
 	be := binary.BigEndian
 	b := t.buf
 	r := &t.rect
-	w, h := int64(r.Width), int64(r.Height)
 	switch t.st {
 	case sUpdateHead:
 		t.rectsLeft, t.rectsSeen, t.lastRect = int(be.Uint16(b[1:])), 0, false
@@ -33,21 +33,12 @@ func (t *ServerTracker) stepUpdate() error {
 	case sLengthThenSkip:
 		t.skipThen(int64(be.Uint32(b)), sRectEnd)
 	case sCountThenSkip:
-		// RRE and CoRRE: a U32 count and a background pixel; an
-		// ExtendedDesktopSize: a U8 count and 3 bytes of padding.
-		if r.Encoding == EncodingExtendedDesktopSize {
-			if r.Y == 0 { // status 0: the size changed (or was confirmed)
-				t.s.setFramebufferSize(r.Width, r.Height)
-			}
-			t.skipThen(int64(b[0])*t.unit, sRectEnd)
-			return nil
-		}
-		t.skipThen(int64(be.Uint32(b))*t.unit, sRectEnd)
+		t.countThenSkip(b)
 	case sAlphaCursor:
 		if enc := int32(be.Uint32(b)); enc != EncodingRaw {
 			return protoErr("FramebufferUpdate", "a cursor-with-alpha rectangle in encoding %d; the tracker frames only Raw cursors", enc)
 		}
-		t.skipThen(w*h*4, sRectEnd)
+		t.skipThen(int64(r.Width)*int64(r.Height)*4, sRectEnd)
 	case sWMVi:
 		pf := parsePixelFormat(b)
 		if !pf.valid() {
@@ -56,15 +47,36 @@ func (t *ServerTracker) stepUpdate() error {
 		t.pf = pf
 		t.s.setFormat(pf)
 		t.collect(0, sRectEnd)
+	}
+	return nil
+}
+
+// countThenSkip passes over the counted items that follow head: RRE and
+// CoRRE's U32 count and background pixel, or ExtendedDesktopSize's U8
+// count and 3 bytes of padding.
+func (t *ServerTracker) countThenSkip(head []byte) {
+	r := &t.rect
+	if r.Encoding == EncodingExtendedDesktopSize {
+		if r.Y == 0 { // status 0: the size changed (or was confirmed)
+			t.s.setFramebufferSize(r.Width, r.Height)
+		}
+		t.skipThen(int64(head[0])*t.unit, sRectEnd)
+		return
+	}
+	t.skipThen(int64(binary.BigEndian.Uint32(head))*t.unit, sRectEnd)
+}
+
+// stepHextile runs the steps of a Hextile rectangle, tile by tile.
+func (t *ServerTracker) stepHextile() error {
+	b := t.buf
+	switch t.st {
 	case sHextileTile:
 		return t.hextileTile(b[0])
 	case sHextileSub:
-		per := int64(2)
-		if t.hexMask&0x10 != 0 { // SubrectsColoured
-			per += int64(t.pf.BytesPerPixel())
-		}
+		per := hextileSubrectLen(t.hexMask, t.pf.BytesPerPixel())
 		t.skipThen(int64(b[t.hexFixed])*per, sHextileNext)
 	case sHextileNext:
+		r := &t.rect
 		t.tileX += hextileTile
 		if t.tileX >= int(r.Width) {
 			t.tileX = 0
@@ -75,13 +87,32 @@ func (t *ServerTracker) stepUpdate() error {
 			return nil
 		}
 		t.collect(1, sHextileTile)
+	}
+	return nil
+}
+
+// hextileSubrectLen is the size of one subrectangle of a Hextile tile
+// whose subencoding mask is m: its position and size, and its colour when
+// m says SubrectsColoured.
+func hextileSubrectLen(m byte, bpp int) int64 {
+	if m&0x10 != 0 { // SubrectsColoured
+		return 2 + int64(bpp)
+	}
+	return 2
+}
+
+// stepTight runs the steps of a Tight or TightPNG rectangle.
+func (t *ServerTracker) stepTight() error {
+	b := t.buf
+	r := &t.rect
+	w, h := int64(r.Width), int64(r.Height)
+	switch t.st {
 	case sTightCtl:
 		return t.tightControl(b[0])
 	case sTightFilter:
-		tp := int64(t.pf.TPixelSize())
 		switch b[0] {
 		case 0, 2: // copy, gradient: a TPIXEL per pixel
-			t.tightData = w * h * tp
+			t.tightData = w * h * int64(t.pf.TPixelSize())
 			t.collect(0, sTightData)
 		case 1: // palette
 			t.collect(1, sTightPalette)
@@ -90,11 +121,7 @@ func (t *ServerTracker) stepUpdate() error {
 		}
 	case sTightPalette:
 		n := int64(b[0]) + 1
-		if n <= 2 {
-			t.tightData = (w + 7) / 8 * h
-		} else {
-			t.tightData = w * h
-		}
+		t.tightData = tightIndexedLen(n, w, h)
 		t.skipThen(n*int64(t.pf.TPixelSize()), sTightData)
 	case sTightData:
 		if t.tightData < tightRawMax {
@@ -103,21 +130,40 @@ func (t *ServerTracker) stepUpdate() error {
 		}
 		t.collect(1, sTightLen)
 	case sTightLen:
-		// A compact length: 1 to 3 bytes, 7 bits each, the third 8 bits.
-		if n := len(b); n < 3 && b[n-1]&0x80 != 0 {
+		l, complete := tightCompactLength(b)
+		if !complete {
 			t.need++
 			return nil
-		}
-		var l int64
-		for i, c := range b {
-			if i < 2 {
-				c &= 0x7F
-			}
-			l |= int64(c) << (7 * i)
 		}
 		t.skipThen(l, sRectEnd)
 	}
 	return nil
+}
+
+// tightIndexedLen is the size of a w by h rectangle's data under Tight's
+// palette filter with n colours: one bit per pixel (rows padded to bytes)
+// for two colours or fewer, else one byte per pixel.
+func tightIndexedLen(n, w, h int64) int64 {
+	if n <= 2 {
+		return (w + 7) / 8 * h
+	}
+	return w * h
+}
+
+// tightCompactLength decodes Tight's compact length: 1 to 3 bytes, 7 bits
+// each, the third 8 bits. complete is false while b is a prefix that needs
+// one more byte.
+func tightCompactLength(b []byte) (l int64, complete bool) {
+	if n := len(b); n < 3 && b[n-1]&0x80 != 0 {
+		return 0, false
+	}
+	for i, c := range b {
+		if i < 2 {
+			c &= 0x7F
+		}
+		l |= int64(c) << (7 * i)
+	}
+	return l, true
 }
 
 // nextRect goes on to the next rectangle, or ends the update.

@@ -67,25 +67,14 @@ func Dial(ctx context.Context, opts DialOptions) (*Session, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
-	h := *opts.Hello
-	if err := validateHello(helloType, &h); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadHello, err)
-	}
-	creds, err := newCredentials(&h)
-	h.Wipe()
-	opts.Hello.Wipe()
+	h, creds, err := takeCredentials(opts.Hello)
 	if err != nil {
 		return nil, err
 	}
 	defer creds.wipe()
 
-	timeout := opts.Timeout
-	if timeout <= 0 {
-		timeout = DefaultDialTimeout
-	}
-	dctx, cancel := context.WithTimeout(ctx, timeout)
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout(opts.Timeout))
 	defer cancel()
-
 	pinned, found, err := opts.HostKeys.Get(dctx, opts.VM)
 	if err != nil {
 		return nil, err
@@ -94,35 +83,82 @@ func Dial(ctx context.Context, opts DialOptions) (*Session, error) {
 		pinned = nil
 	}
 	addr := withDefaultPort(opts.Addr)
+	conn, err := connect(ctx, dctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	check := &hostKeyCheck{ctx: dctx, store: opts.HostKeys, vm: opts.VM, pinned: pinned}
+	return login(ctx, dctx, conn, addr, &h, creds, check)
+}
+
+// takeCredentials checks the hello and takes its secrets into credentials.
+// It wipes them from hello and from the copy it returns, which keeps the
+// user and the terminal size.
+func takeCredentials(hello *Hello) (Hello, *credentials, error) {
+	h := *hello
+	if err := validateHello(helloType, &h); err != nil {
+		return h, nil, fmt.Errorf("%w: %w", ErrBadHello, err)
+	}
+	creds, err := newCredentials(&h)
+	h.Wipe()
+	hello.Wipe()
+	return h, creds, err
+}
+
+// dialTimeout is DialOptions.Timeout, or its default.
+func dialTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return DefaultDialTimeout
+	}
+	return d
+}
+
+// canceled returns the error Dial reports when the caller's ctx ended, or
+// nil while it has not.
+func canceled(ctx context.Context, addr string) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return fmt.Errorf("dial ssh %s: %w", addr, context.Cause(ctx))
+}
+
+// connect opens the TCP connection to the guest's sshd within dctx.
+func connect(ctx, dctx context.Context, addr string) (net.Conn, error) {
 	var dialer net.Dialer
 	conn, err := dialer.DialContext(dctx, "tcp", addr)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("dial ssh %s: %w", addr, context.Cause(ctx))
+		if err := canceled(ctx, addr); err != nil {
+			return nil, err
 		}
 		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
+	return conn, nil
+}
+
+// login runs the SSH handshake on conn as h's user, checking the host key
+// with check, and starts the shell, all within dctx; it closes conn if it
+// fails.
+func login(ctx, dctx context.Context, conn net.Conn, addr string, h *Hello, creds *credentials, check *hostKeyCheck) (*Session, error) {
 	deadline, _ := dctx.Deadline()
 	_ = conn.SetDeadline(deadline) // a failed deadline shows up as a failed handshake
 	// x/crypto's handshake takes no ctx: closing the conn unblocks it.
 	stopCloser := context.AfterFunc(dctx, func() { _ = conn.Close() })
 
-	check := &hostKeyCheck{ctx: dctx, store: opts.HostKeys, vm: opts.VM, pinned: pinned}
 	cfg := &ssh.ClientConfig{
 		User:              h.User,
 		Auth:              creds.authMethods(),
 		AuthCallback:      creds.observe,
 		HostKeyCallback:   check.callback,
-		HostKeyAlgorithms: hostKeyAlgorithms(pinned),
+		HostKeyAlgorithms: hostKeyAlgorithms(check.pinned),
 		ClientVersion:     clientVersion,
 	}
 	c, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
 	if err != nil {
 		stopCloser()
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("dial ssh %s: %w", addr, context.Cause(ctx))
+		if err := canceled(ctx, addr); err != nil {
+			return nil, err
 		}
-		return nil, classify(err, check, creds, pinned)
+		return nil, classify(err, check, creds, check.pinned)
 	}
 	creds.wipe()
 	client := ssh.NewClient(c, chans, reqs)
@@ -130,8 +166,8 @@ func Dial(ctx context.Context, opts DialOptions) (*Session, error) {
 	if err != nil {
 		stopCloser()
 		_ = client.Close() // the shell error is the one to report
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("dial ssh %s: %w", addr, context.Cause(ctx))
+		if err := canceled(ctx, addr); err != nil {
+			return nil, err
 		}
 		if isNetworkError(err) {
 			return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
@@ -141,8 +177,8 @@ func Dial(ctx context.Context, opts DialOptions) (*Session, error) {
 	if !stopCloser() {
 		// dctx ended just now and the conn is (being) closed.
 		_ = s.Close() // always nil
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("dial ssh %s: %w", addr, context.Cause(ctx))
+		if err := canceled(ctx, addr); err != nil {
+			return nil, err
 		}
 		return nil, fmt.Errorf("%w: %w", ErrUnreachable, context.Cause(dctx))
 	}

@@ -10,6 +10,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/internal/kvadmission"
 	"github.com/virtstation/virtstation/webhooks"
 )
@@ -33,7 +34,7 @@ const KubeVirtCRName = "kubevirt"
 // tests update it rather than delete it.)
 func createKubeVirtCR(ctx context.Context, c client.Client, arch string) error {
 	if arch == "" {
-		arch = "amd64"
+		arch = api.DefaultArch
 	}
 	kv := &kubevirtv1.KubeVirt{
 		ObjectMeta: metav1.ObjectMeta{Namespace: KubeVirtNamespace, Name: KubeVirtCRName},

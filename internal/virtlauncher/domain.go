@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/virtstation/virtstation/api"
 )
 
 // Host is what the I/O side prepared for Domain: where each volume's bytes
@@ -39,22 +41,22 @@ const (
 	noCloud                      // cloudInitNoCloud: the ISO
 )
 
-// classify says how volume v is presented, and for a claim its name and
-// whether the volume is read-only.
-func classify(v kubevirtv1.Volume) (kind volumeKind, claimName string, err error) {
-	switch {
-	case v.ContainerDisk != nil:
-		return guestImage, "", nil
-	case v.DataVolume != nil:
-		return claim, v.DataVolume.Name, nil
-	case v.PersistentVolumeClaim != nil:
-		return claim, v.PersistentVolumeClaim.ClaimName, nil
-	case v.EmptyDisk != nil:
-		return emptyDisk, "", nil
-	case v.CloudInitNoCloud != nil:
-		return noCloud, "", nil
+// classify says how volume v is presented, and for a claim which
+// DataVolume or PVC it is.
+func classify(v kubevirtv1.Volume) (kind volumeKind, disk api.ClaimRef, err error) {
+	if v.ContainerDisk != nil {
+		return guestImage, api.ClaimRef{}, nil
 	}
-	return 0, "", fmt.Errorf("virtlauncher: volume %q: only containerDisk, dataVolume, persistentVolumeClaim, emptyDisk and cloudInitNoCloud volumes are presented by this stand-in", v.Name)
+	if disk, ok := api.VolumeClaim(v.VolumeSource); ok {
+		return claim, disk, nil
+	}
+	switch {
+	case v.EmptyDisk != nil:
+		return emptyDisk, api.ClaimRef{}, nil
+	case v.CloudInitNoCloud != nil:
+		return noCloud, api.ClaimRef{}, nil
+	}
+	return 0, api.ClaimRef{}, fmt.Errorf("virtlauncher: volume %q: only containerDisk, dataVolume, persistentVolumeClaim, emptyDisk and cloudInitNoCloud volumes are presented by this stand-in", v.Name)
 }
 
 // Domain is the QEMU command line for vmi on h: the guest's devices as

@@ -18,6 +18,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/internal/qemu"
 )
 
@@ -110,7 +111,7 @@ func backings(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, o Opt
 	out := map[string]Backing{}
 	images := 0
 	for _, v := range vmi.Spec.Volumes {
-		kind, claimName, err := classify(v)
+		kind, disk, err := classify(v)
 		if err != nil {
 			return nil, err
 		}
@@ -121,7 +122,7 @@ func backings(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, o Opt
 			}
 			out[v.Name] = Backing{Path: o.Image.Root, Snapshot: true}
 		case claim:
-			path, err := claimFile(ctx, o.Client, o.Storage, vmi.Namespace, claimName, v.DataVolume != nil)
+			path, err := claimFile(ctx, o.Client, o.Storage, vmi.Namespace, disk.Name, disk.Kind == api.KindDataVolume)
 			if err != nil {
 				return nil, err
 			}

@@ -150,6 +150,8 @@ func TestBrowserStartsAStoppedVM(t *testing.T) {
 			t.Fatal(err)
 		}
 		patch := client.MergeFrom(vm.DeepCopy())
+		// A managed VM's: the bridge shows no notice on any other.
+		vm.Labels = map[string]string{api.LabelManaged: api.LabelTrue}
 		vm.Annotations = map[string]string{api.AnnotationIdleStopAt: time.Now().Add(10 * time.Minute).UTC().Format(time.RFC3339)}
 		if err := admin.Patch(testContext(t), vm, patch); err != nil {
 			t.Fatal(err)

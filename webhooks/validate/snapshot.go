@@ -25,7 +25,8 @@ type Snapshotter struct {
 	API client.Reader
 	// NoDataVolumes: CDI is not installed.
 	NoDataVolumes bool
-	// Grace is how long a claim holds before its VM exists.
+	// Grace is how long a claim holds before its VM exists; zero means
+	// claims.DefaultGrace (claims.GraceOrDefault).
 	Grace time.Duration
 }
 
@@ -79,20 +80,13 @@ func (s Snapshotter) SnapshotAmong(ctx context.Context, vmis []kubevirtv1.Virtua
 				}
 			}
 		}
-		st, lapsed := JudgeDisk(f, self.String(), now, s.grace())
+		st, lapsed := JudgeDisk(f, self.String(), now, claims.GraceOrDefault(s.Grace))
 		snap.States[name] = st
 		if len(lapsed) > 0 {
 			snap.Dead[name] = lapsed
 		}
 	}
 	return snap, nil
-}
-
-func (s Snapshotter) grace() time.Duration {
-	if s.Grace > 0 {
-		return s.Grace
-	}
-	return claims.DefaultGrace
 }
 
 // usedBy lists the VMIs other than self's that use the disk.

@@ -94,15 +94,7 @@ type volumeRequest struct {
 	AddVolumeOptions *struct {
 		Name         string       `json:"name"`
 		Disk         *hotplugDisk `json:"disk"`
-		VolumeSource *struct {
-			DataVolume *struct {
-				Name string `json:"name"`
-			} `json:"dataVolume"`
-			PersistentVolumeClaim *struct {
-				ClaimName string `json:"claimName"`
-				ReadOnly  bool   `json:"readOnly"`
-			} `json:"persistentVolumeClaim"`
-		} `json:"volumeSource"`
+		VolumeSource *claimSource `json:"volumeSource"`
 	} `json:"addVolumeOptions"`
 }
 
@@ -205,17 +197,11 @@ func volumeRequestDisks(raw []byte) ([]VolumeDisk, error) {
 			continue
 		}
 		src := volumeRequestsPath.Index(i).Child("addVolumeOptions", "volumeSource")
-		d := VolumeDisk{Volume: o.Name, ReadOnly: o.Disk.readOnly()}
-		switch {
-		case o.VolumeSource.PersistentVolumeClaim != nil:
-			d.Name, d.Field = o.VolumeSource.PersistentVolumeClaim.ClaimName, src.Child("persistentVolumeClaim", "claimName").String()
-			d.ReadOnly = d.ReadOnly || o.VolumeSource.PersistentVolumeClaim.ReadOnly
-		case o.VolumeSource.DataVolume != nil:
-			d.Name, d.Field = o.VolumeSource.DataVolume.Name, src.Child("dataVolume", "name").String()
-		}
-		if d.Name == "" {
+		c, ok := o.VolumeSource.claim()
+		if !ok || c.Name == "" {
 			continue
 		}
+		d := VolumeDisk{Name: c.Name, Field: c.NameField(src).String(), Volume: o.Name, ReadOnly: o.Disk.readOnly() || c.ReadOnly}
 		at := slices.IndexFunc(out, func(e VolumeDisk) bool { return e.Name == d.Name })
 		switch {
 		case at < 0:

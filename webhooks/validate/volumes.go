@@ -57,14 +57,8 @@ type vmVolumes struct {
 				} `json:"devices"`
 			} `json:"domain"`
 			Volumes []struct {
-				Name       string `json:"name"`
-				DataVolume *struct {
-					Name string `json:"name"`
-				} `json:"dataVolume"`
-				PersistentVolumeClaim *struct {
-					ClaimName string `json:"claimName"`
-					ReadOnly  bool   `json:"readOnly"`
-				} `json:"persistentVolumeClaim"`
+				Name string `json:"name"`
+				claimSource
 			} `json:"volumes"`
 		} `json:"spec"`
 	} `json:"template"`
@@ -118,13 +112,9 @@ func ParseVolumeDisks(spec []byte, skip []string) ([]VolumeDisk, error) {
 			}
 		}
 		for i, vol := range t.Spec.Volumes {
-			switch {
-			case vol.DataVolume != nil:
-				add(VolumeDisk{Name: vol.DataVolume.Name, Field: volumesPath.Index(i).Child("dataVolume", "name").String(),
-					Volume: vol.Name, ReadOnly: readOnly[vol.Name]})
-			case vol.PersistentVolumeClaim != nil:
-				add(VolumeDisk{Name: vol.PersistentVolumeClaim.ClaimName, Field: volumesPath.Index(i).Child("persistentVolumeClaim", "claimName").String(),
-					Volume: vol.Name, ReadOnly: readOnly[vol.Name] || vol.PersistentVolumeClaim.ReadOnly})
+			if c, ok := vol.claim(); ok {
+				add(VolumeDisk{Name: c.Name, Field: c.NameField(volumesPath.Index(i)).String(),
+					Volume: vol.Name, ReadOnly: readOnly[vol.Name] || c.ReadOnly})
 			}
 		}
 	}
