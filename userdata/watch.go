@@ -1,8 +1,6 @@
 package userdata
 
 import (
-	"context"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -11,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/sshkeys"
@@ -31,35 +28,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	managed := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetLabels()[api.LabelManaged] == api.LabelTrue
-	})
 	changed := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{})
 	keySecrets := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return sshkeys.KeySecretSelector().Matches(labels.Set(o.GetLabels()))
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(&kubevirtv1.VirtualMachine{}, builder.WithPredicates(managed, changed)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.vmsWithCloudInitKeys), builder.WithPredicates(keySecrets)).
+		For(&kubevirtv1.VirtualMachine{}, builder.WithPredicates(vmsecret.ManagedVMs(), changed)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(vmsecret.KeySecretToVMs(r.Reader, cloudInitKeys)), builder.WithPredicates(keySecrets)).
 		WatchesRawSource(owned).
 		Complete(r)
 }
 
-// vmsWithCloudInitKeys maps a key Secret to the VMs of its namespace whose
-// keys go through cloud-init, into their user-data Secret.
-func (r *Reconciler) vmsWithCloudInitKeys(ctx context.Context, o client.Object) []reconcile.Request {
-	var vms kubevirtv1.VirtualMachineList
-	if err := r.Reader.List(ctx, &vms, client.InNamespace(o.GetNamespace()), client.MatchingLabels{api.LabelManaged: api.LabelTrue}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list virtual machines for an ssh key secret", "secret", client.ObjectKeyFromObject(o))
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range vms.Items {
-		vm := &vms.Items[i]
-		if vm.Annotations[api.AnnotationSSHPropagation] == api.PropagationCloudInit && ReadsSecret(vm) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(vm)})
-		}
-	}
-	return reqs
+// cloudInitKeys says whether vm's keys go through cloud-init, into its
+// user-data Secret: a change of a key Secret of its namespace enqueues it.
+func cloudInitKeys(vm *kubevirtv1.VirtualMachine) bool {
+	return vm.Annotations[api.AnnotationSSHPropagation] == api.PropagationCloudInit && ReadsSecret(vm)
 }

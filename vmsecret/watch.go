@@ -1,6 +1,7 @@
 package vmsecret
 
 import (
+	"context"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -8,7 +9,10 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/virtstation/virtstation/api"
@@ -39,4 +43,32 @@ func OwnedSource(mgr ctrl.Manager) (source.Source, error) {
 	toOwner := handler.TypedEnqueueRequestForOwner[*metav1.PartialObjectMetadata](
 		mgr.GetScheme(), mgr.GetRESTMapper(), &kubevirtv1.VirtualMachine{}, handler.OnlyControllerOwner())
 	return source.Kind(owned, secretMeta, toOwner), nil
+}
+
+// ManagedVMs passes VirtualMachines labelled virtstation.io/managed=true,
+// the VMs whose per-VM Secrets the reconcilers write.
+func ManagedVMs() predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetLabels()[api.LabelManaged] == api.LabelTrue
+	})
+}
+
+// KeySecretToVMs maps a key Secret to the managed VMs of its namespace for
+// which want is true, which r lists: the VMs whose per-VM Secrets carry the
+// Secret's keys.
+func KeySecretToVMs(r client.Reader, want func(*kubevirtv1.VirtualMachine) bool) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var vms kubevirtv1.VirtualMachineList
+		if err := r.List(ctx, &vms, client.InNamespace(o.GetNamespace()), client.MatchingLabels{api.LabelManaged: api.LabelTrue}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "list virtual machines for an ssh key secret", "secret", client.ObjectKeyFromObject(o))
+			return nil
+		}
+		var reqs []reconcile.Request
+		for i := range vms.Items {
+			if want(&vms.Items[i]) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&vms.Items[i])})
+			}
+		}
+		return reqs
+	}
 }
