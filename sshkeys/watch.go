@@ -1,13 +1,9 @@
 package sshkeys
 
 import (
-	corev1 "k8s.io/api/core/v1"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/virtstation/virtstation/api"
@@ -27,16 +23,9 @@ const ControllerName = "ssh-keys"
 //     put back. The manager's cache may then be restricted to key Secrets
 //     (KeySecretSelector) without hiding the per-VM ones.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	owned, err := vmsecret.OwnedSource(mgr)
-	if err != nil {
-		return err
-	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named(ControllerName).
-		For(&kubevirtv1.VirtualMachine{}, builder.WithPredicates(vmsecret.ManagedVMs(), vmSettingsChanged())).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(vmsecret.KeySecretToVMs(r.Reader, Wants)), builder.WithPredicates(keySecretEvents())).
-		WatchesRawSource(owned).
-		Complete(r)
+	return vmsecret.Watches{
+		Name: ControllerName, VMChanged: vmSettingsChanged(), KeySecrets: keySecretEvents(), Reader: r.Reader, Wants: Wants,
+	}.SetupWithManager(mgr, r)
 }
 
 // vmSettingsChanged passes VM updates that can change Wants; KubeVirt's

@@ -1,13 +1,10 @@
 package userdata
 
 import (
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/virtstation/virtstation/api"
@@ -24,20 +21,13 @@ const ControllerName = "user-data"
 // the per-VM Secrets (vmsecret.OwnedSource), so an edited or deleted Secret
 // is put back.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	owned, err := vmsecret.OwnedSource(mgr)
-	if err != nil {
-		return err
-	}
 	changed := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{})
 	keySecrets := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return sshkeys.KeySecretSelector().Matches(labels.Set(o.GetLabels()))
 	})
-	return ctrl.NewControllerManagedBy(mgr).
-		Named(ControllerName).
-		For(&kubevirtv1.VirtualMachine{}, builder.WithPredicates(vmsecret.ManagedVMs(), changed)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(vmsecret.KeySecretToVMs(r.Reader, cloudInitKeys)), builder.WithPredicates(keySecrets)).
-		WatchesRawSource(owned).
-		Complete(r)
+	return vmsecret.Watches{
+		Name: ControllerName, VMChanged: changed, KeySecrets: keySecrets, Reader: r.Reader, Wants: cloudInitKeys,
+	}.SetupWithManager(mgr, r)
 }
 
 // cloudInitKeys says whether vm's keys go through cloud-init, into its

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -53,10 +55,10 @@ func ManagedVMs() predicate.Predicate {
 	})
 }
 
-// KeySecretToVMs maps a key Secret to the managed VMs of its namespace for
+// keySecretToVMs maps a key Secret to the managed VMs of its namespace for
 // which want is true, which r lists: the VMs whose per-VM Secrets carry the
 // Secret's keys.
-func KeySecretToVMs(r client.Reader, want func(*kubevirtv1.VirtualMachine) bool) handler.MapFunc {
+func keySecretToVMs(r client.Reader, want func(*kubevirtv1.VirtualMachine) bool) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		var vms kubevirtv1.VirtualMachineList
 		if err := r.List(ctx, &vms, client.InNamespace(o.GetNamespace()), client.MatchingLabels{api.LabelManaged: api.LabelTrue}); err != nil {
@@ -71,4 +73,36 @@ func KeySecretToVMs(r client.Reader, want func(*kubevirtv1.VirtualMachine) bool)
 		}
 		return reqs
 	}
+}
+
+// Watches describe a per-VM Secret reconciler's controller: what it
+// watches besides the managed VMs and the per-VM Secrets (OwnedSource).
+type Watches struct {
+	// Name names the controller in logs and metrics.
+	Name string
+	// VMChanged passes the managed VMs' updates that can change the Secret.
+	VMChanged predicate.Predicate
+	// KeySecrets passes the events of the key Secrets the Secret carries.
+	KeySecrets predicate.Predicate
+	// Reader lists the VMs of a key Secret's namespace.
+	Reader client.Reader
+	// Wants says which of those a key Secret's event enqueues.
+	Wants func(*kubevirtv1.VirtualMachine) bool
+}
+
+// SetupWithManager registers r on mgr, watching managed VMs (ManagedVMs and
+// w.VMChanged), key Secrets (w.KeySecrets: an event enqueues the managed VMs
+// of the Secret's namespace that w.Wants) and the per-VM Secrets
+// (OwnedSource: an edited or deleted Secret is put back).
+func (w Watches) SetupWithManager(mgr ctrl.Manager, r reconcile.Reconciler) error {
+	owned, err := OwnedSource(mgr)
+	if err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(w.Name).
+		For(&kubevirtv1.VirtualMachine{}, builder.WithPredicates(ManagedVMs(), w.VMChanged)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(keySecretToVMs(w.Reader, w.Wants)), builder.WithPredicates(w.KeySecrets)).
+		WatchesRawSource(owned).
+		Complete(r)
 }
