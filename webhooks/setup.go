@@ -29,6 +29,7 @@ import (
 	"github.com/virtstation/virtstation/claims"
 	"github.com/virtstation/virtstation/disks"
 	"github.com/virtstation/virtstation/lifecycle"
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/policyreport"
 	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/userdata"
@@ -88,7 +89,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	p := policies{engine: validate.NewEngine(policyEvalTimeout), modes: &atomic.Pointer[validate.Modes]{}, metrics: validate.DefaultMetrics()}
+	p := policies{engine: validate.NewEngine(policyEvalTimeout), modes: &atomic.Pointer[policy.Modes]{}, metrics: validate.DefaultMetrics()}
 	cluster := newCacheCluster(mgr, opts, apis)
 	// The lifecycle controller's user: its requests alone change the
 	// annotations it writes on VMs.
@@ -150,7 +151,7 @@ func startInformers(ctx context.Context, mgr ctrl.Manager) (servedAPIs, error) {
 // share.
 type policies struct {
 	engine  *validate.Engine
-	modes   *atomic.Pointer[validate.Modes]
+	modes   *atomic.Pointer[policy.Modes]
 	metrics *validate.Metrics
 }
 
@@ -264,7 +265,7 @@ func addChecks(mgr ctrl.Manager, engine *validate.Engine) error {
 
 // newAuditor is the policy audit, writing the report kinds opts asks for
 // that the cluster serves.
-func newAuditor(mgr ctrl.Manager, opts Options, engine *validate.Engine, modes *atomic.Pointer[validate.Modes], snaps validate.Snapshotter) (*audit.Auditor, error) {
+func newAuditor(mgr ctrl.Manager, opts Options, engine *validate.Engine, modes *atomic.Pointer[policy.Modes], snaps validate.Snapshotter) (*audit.Auditor, error) {
 	var wanted []schema.GroupVersionKind
 	if !opts.NoPolicyReports {
 		wanted = append(wanted, policyreport.WGPolicy)
