@@ -15,7 +15,7 @@ TEST_FLAGS ?= -count=1 -p 1 -timeout 15m
 export CERT_MANAGER_VERSION
 export KYVERNO_VERSION
 
-.PHONY: all build images docker-build docker-push bench cross test test-deps demo-deps demo-test ui ui-test chart-lint policy-test unit envtest-bins kubecli-peer kubevirt-admission guest-image manifests crds generate verify-generated lint fmt check-format vet demo fuzz property clean
+.PHONY: all build images docker-build docker-push bench cross test test-deps demo-deps demo-test ui ui-test chart-lint policy-test unit envtest-bins kubecli-peer kubevirt-admission guest-image manifests crds generate verify-generated verify-ui lint fmt check-format vet demo fuzz property clean
 
 all: build
 
@@ -102,9 +102,15 @@ crds: $(CONTROLLER_GEN)
 
 generate: manifests crds
 
-## verify-generated: fail when regenerating manifests or CRDs gives a diff.
-verify-generated: $(CONTROLLER_GEN)
+## verify-generated: fail when regenerating manifests, CRDs or the browser
+## client gives a diff.
+verify-generated: $(CONTROLLER_GEN) verify-ui
 	hack/verify-generated.sh
+
+## verify-ui: fail when `make ui` would change the committed bridge/ui/dist
+## (it builds into a scratch copy; the tree stays as it is).
+verify-ui:
+	hack/verify-ui.sh
 
 ## test-deps: the Debian packages the tests use for real (cloud-init, fdisk,
 ## qemu-system-x86, openssh-server, chromium, websockify, nginx) and the
@@ -123,7 +129,8 @@ demo-test: test-deps envtest-bins kubecli-peer kubevirt-admission guest-image
 	KUBEBUILDER_ASSETS="$$(hack/envtest-bins.sh)" KUBECLI_PEER="$$(hack/kubecli-peer.sh)" KUBEVIRT_ADMISSION="$$(hack/kubevirt-admission.sh)" VIRTSTATION_GUEST_IMAGE="$$(hack/guest-image.sh)" VIRTSTATION_DEMO_TEST_GUESTS=debian $(GO) test $(TEST_FLAGS) ./cmd/virtstation-demo -run '^TestDemo$$'
 
 ## ui: rebuild the browser client (bridge/ui/dist) from web/ with npm. The
-## built files are committed, so `go build` never needs npm.
+## built files are committed, so `go build` never needs npm; verify-ui (part
+## of make test) fails when they differ from what this target builds.
 ui:
 	cd web && npm ci --no-audit --no-fund --loglevel=error && npm run build
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -240,46 +241,53 @@ type bundleConfig struct {
 
 func (r *Rotator) bundleConfig(ref configRef) (bundleConfig, error) {
 	api := r.client.AdmissionregistrationV1()
-	opts := metav1.PatchOptions{FieldManager: fieldManager}
 	switch ref.kind {
 	case mutatingKind:
-		c := api.MutatingWebhookConfigurations()
-		return bundleConfig{
-			get: func(ctx context.Context) (string, [][]byte, error) {
-				obj, err := c.Get(ctx, ref.name, metav1.GetOptions{})
-				if err != nil {
-					return "", nil, err
-				}
+		return newBundleConfig(api.MutatingWebhookConfigurations(), ref.name,
+			func(obj *admissionregistrationv1.MutatingWebhookConfiguration) (string, [][]byte) {
 				b := make([][]byte, len(obj.Webhooks))
 				for i, w := range obj.Webhooks {
 					b[i] = w.ClientConfig.CABundle
 				}
-				return obj.ResourceVersion, b, nil
-			},
-			patch: func(ctx context.Context, p []byte) (runtime.Object, error) {
-				return c.Patch(ctx, ref.name, types.JSONPatchType, p, opts)
-			},
-		}, nil
+				return obj.ResourceVersion, b
+			}), nil
 	case validatingKind:
-		c := api.ValidatingWebhookConfigurations()
-		return bundleConfig{
-			get: func(ctx context.Context) (string, [][]byte, error) {
-				obj, err := c.Get(ctx, ref.name, metav1.GetOptions{})
-				if err != nil {
-					return "", nil, err
-				}
+		return newBundleConfig(api.ValidatingWebhookConfigurations(), ref.name,
+			func(obj *admissionregistrationv1.ValidatingWebhookConfiguration) (string, [][]byte) {
 				b := make([][]byte, len(obj.Webhooks))
 				for i, w := range obj.Webhooks {
 					b[i] = w.ClientConfig.CABundle
 				}
-				return obj.ResourceVersion, b, nil
-			},
-			patch: func(ctx context.Context, p []byte) (runtime.Object, error) {
-				return c.Patch(ctx, ref.name, types.JSONPatchType, p, opts)
-			},
-		}, nil
+				return obj.ResourceVersion, b
+			}), nil
 	}
 	return bundleConfig{}, fmt.Errorf("unknown webhook configuration kind %q", ref.kind)
+}
+
+// webhookConfigClient is what a bundleConfig uses of the typed client of
+// one webhook configuration kind.
+type webhookConfigClient[T runtime.Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
+}
+
+// newBundleConfig reads and patches the configuration name through c;
+// bundles returns a configuration's resourceVersion and each webhook's
+// caBundle.
+func newBundleConfig[T runtime.Object](c webhookConfigClient[T], name string, bundles func(T) (string, [][]byte)) bundleConfig {
+	return bundleConfig{
+		get: func(ctx context.Context) (string, [][]byte, error) {
+			obj, err := c.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return "", nil, err
+			}
+			rv, b := bundles(obj)
+			return rv, b, nil
+		},
+		patch: func(ctx context.Context, p []byte) (runtime.Object, error) {
+			return c.Patch(ctx, name, types.JSONPatchType, p, metav1.PatchOptions{FieldManager: fieldManager})
+		},
+	}
 }
 
 // jsonPatchOp is one RFC 6902 operation.

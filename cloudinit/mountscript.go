@@ -1,6 +1,7 @@
 package cloudinit
 
 import (
+	_ "embed" // mountdisk.sh
 	"strings"
 )
 
@@ -8,7 +9,9 @@ import (
 // owner had no account yet; the runcmd entry chowns the mount and removes it.
 const ownerPendingMarker = ".virtstation-owner-pending"
 
-// mountScriptHead defines the per-disk function. Environment:
+// mountDiskScript, the head of every mount script, defines the per-disk
+// function mount_disk. It is a real sh file, mountdisk.sh, that the script
+// embeds byte for byte. Environment:
 //   - VIRTSTATION_BYID_DIR replaces /dev/disk/by-id (tests);
 //   - VIRTSTATION_WAIT_SECONDS replaces the 120 s budget for disks to appear.
 //
@@ -21,78 +24,11 @@ const ownerPendingMarker = ".virtstation-owner-pending"
 // result) and any probe failure leave the disk alone. The script never fails
 // the boot: every problem is reported on stderr and the next disk is tried.
 //
+// The file sets MARKER to ownerPendingMarker (TestMountDiskScriptMarker).
 // Indentation is spaces: YAML cannot hold tabs in a block scalar.
-const mountScriptHead = `# Virtstation data disks: format a blank disk as ext4 on first use, mount on every boot.
-BYID=${VIRTSTATION_BYID_DIR:-/dev/disk/by-id}
-WAIT=${VIRTSTATION_WAIT_SECONDS:-120}
-case $WAIT in ''|*[!0-9]*) WAIT=120 ;; esac
-MARKER=` + ownerPendingMarker + `
-waited=0
-
-say() {
-  printf 'virtstation: %s\n' "$*" >&2
-}
-
-# mount_disk SERIAL PATH OWNER
-mount_disk() {
-  dev=$BYID/virtio-$1
-  path=$2
-  owner=$3
-  while [ ! -e "$dev" ]; do
-    if [ "$waited" -ge "$WAIT" ]; then
-      say "$dev did not appear within ${WAIT}s; $path not mounted"
-      return 0
-    fi
-    sleep 1
-    waited=$((waited + 1))
-  done
-  if mountpoint -q "$path"; then
-    return 0
-  fi
-  probe=$(blkid -p -o export "$dev")
-  rc=$?
-  fresh=
-  case $rc in
-  2)
-    if ! mkfs.ext4 -q "$dev" </dev/null; then
-      say "mkfs.ext4 $dev failed; $path not mounted"
-      return 0
-    fi
-    fresh=1
-    ;;
-  0)
-    pttype=$(printf '%s\n' "$probe" | sed -n 's/^PTTYPE=//p')
-    fstype=$(printf '%s\n' "$probe" | sed -n 's/^TYPE=//p')
-    if [ -n "$pttype" ]; then
-      say "$dev has a partition table ($pttype): left alone, $path not mounted"
-      return 0
-    fi
-    if [ "$fstype" != ext4 ]; then
-      say "$dev holds ${fstype:-an unknown signature}, not ext4: left alone, $path not mounted"
-      return 0
-    fi
-    ;;
-  *)
-    say "blkid -p $dev failed (exit $rc): left alone, $path not mounted"
-    return 0
-    ;;
-  esac
-  if ! mkdir -p "$path" || ! mount -t ext4 "$dev" "$path"; then
-    say "mounting $dev at $path failed"
-    return 0
-  fi
-  if [ -z "$fresh" ] || [ -z "$owner" ]; then
-    return 0
-  fi
-  if id -u "$owner" >/dev/null 2>&1; then
-    chown "$owner:" "$path" || say "chown $owner: $path failed"
-  else
-    # cloud-init runs bootcmd before it creates users: runcmd finishes the job.
-    printf '%s\n' "$owner" >"$path/$MARKER" || say "cannot mark $path for $owner"
-  fi
-}
-
-`
+//
+//go:embed mountdisk.sh
+var mountDiskScript string
 
 // MountScript returns the POSIX sh script run by bootcmd on every boot (exported for tests and for `virtstation render` users to read).
 //
@@ -112,7 +48,8 @@ mount_disk() {
 // (mkfs.ext4), sed and coreutils, as every cloud image has.
 func MountScript(mounts []Mount, owner string) string {
 	var b strings.Builder
-	b.WriteString(mountScriptHead)
+	b.WriteString(mountDiskScript)
+	b.WriteByte('\n')
 	for _, m := range mounts {
 		b.WriteString("mount_disk ")
 		b.WriteString(shellQuote(m.Serial))

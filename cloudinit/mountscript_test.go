@@ -643,3 +643,14 @@ func TestMountScriptSyntax(t *testing.T) {
 		})
 	}
 }
+
+// TestMountDiskScriptMarker: mountdisk.sh marks a mount with the marker the
+// runcmd script looks for, and holds no tab, which a YAML block scalar cannot.
+func TestMountDiskScriptMarker(t *testing.T) {
+	if want := "\nMARKER=" + ownerPendingMarker + "\n"; !strings.Contains(mountDiskScript, want) {
+		t.Errorf("mountdisk.sh does not set %q", strings.TrimSpace(want))
+	}
+	if strings.Contains(mountDiskScript, "\t") {
+		t.Error("mountdisk.sh holds a tab")
+	}
+}

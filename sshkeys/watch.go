@@ -1,17 +1,10 @@
 package sshkeys
 
 import (
-	"context"
-
-	corev1 "k8s.io/api/core/v1"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/vmsecret"
@@ -30,23 +23,9 @@ const ControllerName = "ssh-keys"
 //     put back. The manager's cache may then be restricted to key Secrets
 //     (KeySecretSelector) without hiding the per-VM ones.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	owned, err := vmsecret.OwnedSource(mgr)
-	if err != nil {
-		return err
-	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named(ControllerName).
-		For(&kubevirtv1.VirtualMachine{}, builder.WithPredicates(managedVM(), vmSettingsChanged())).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.vmsWantingKeys), builder.WithPredicates(keySecretEvents())).
-		WatchesRawSource(owned).
-		Complete(r)
-}
-
-// managedVM passes VirtualMachines labelled virtstation.io/managed=true.
-func managedVM() predicate.Predicate {
-	return predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetLabels()[api.LabelManaged] == api.LabelTrue
-	})
+	return vmsecret.Watches{
+		Name: ControllerName, VMChanged: vmSettingsChanged(), KeySecrets: keySecretEvents(), Reader: r.Reader, Wants: Wants,
+	}.SetupWithManager(mgr, r)
 }
 
 // vmSettingsChanged passes VM updates that can change Wants; KubeVirt's
@@ -70,21 +49,4 @@ func keySecretEvents() predicate.Predicate {
 
 func isKeySecretObject(o client.Object) bool {
 	return o != nil && o.GetLabels()[api.LabelSSHPublicKey] == api.LabelTrue
-}
-
-// vmsWantingKeys maps a key Secret to the VMs of its namespace that Wants
-// keys.
-func (r *Reconciler) vmsWantingKeys(ctx context.Context, o client.Object) []reconcile.Request {
-	var vms kubevirtv1.VirtualMachineList
-	if err := r.Reader.List(ctx, &vms, client.InNamespace(o.GetNamespace()), client.MatchingLabels{api.LabelManaged: api.LabelTrue}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list virtual machines for an ssh key secret", "secret", client.ObjectKeyFromObject(o))
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range vms.Items {
-		if Wants(&vms.Items[i]) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&vms.Items[i])})
-		}
-	}
-	return reqs
 }

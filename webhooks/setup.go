@@ -29,6 +29,7 @@ import (
 	"github.com/virtstation/virtstation/claims"
 	"github.com/virtstation/virtstation/disks"
 	"github.com/virtstation/virtstation/lifecycle"
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/policyreport"
 	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/userdata"
@@ -84,21 +85,54 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &kubevirtv1.VirtualMachine{}, mutate.IndexMAC, mutate.MACIndexer); err != nil {
 		return fmt.Errorf("index virtual machines by mac: %w", err)
 	}
-	cdi, err := hasDataVolumes(mgr)
+	apis, err := startInformers(ctx, mgr)
 	if err != nil {
 		return err
 	}
+	p := policies{engine: validate.NewEngine(policyEvalTimeout), modes: &atomic.Pointer[policy.Modes]{}, metrics: validate.DefaultMetrics()}
+	cluster := newCacheCluster(mgr, opts, apis)
+	// The lifecycle controller's user: its requests alone change the
+	// annotations it writes on VMs.
+	identity, err := whoAmI(ctx, mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	snaps := validate.Snapshotter{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), NoDataVolumes: !apis.dataVolumes, Grace: opts.ClaimGrace}
+	registerWebhooks(mgr, opts, cluster, identity, p, snaps)
+	if err := setupReconcilers(ctx, mgr, opts, apis, identity, p, snaps); err != nil {
+		return err
+	}
+	return addChecks(mgr, p.engine)
+}
+
+// servedAPIs says which of the APIs the webhooks can do without the
+// cluster serves.
+type servedAPIs struct {
+	// dataVolumes: CDI's DataVolume; without it data disks are bare PVCs.
+	dataVolumes bool
+	// kubeVirt: the KubeVirt CR, whose default architecture VMs that name
+	// none run on; without it they are taken to run on amd64.
+	kubeVirt bool
+}
+
+// startInformers starts the informers the webhooks read through the cache,
+// on the optional APIs the cluster serves, and says which those are.
+func startInformers(ctx context.Context, mgr ctrl.Manager) (servedAPIs, error) {
+	var apis servedAPIs
+	var err error
+	if apis.dataVolumes, err = hasDataVolumes(mgr); err != nil {
+		return apis, err
+	}
 	informers := []client.Object{&kubevirtv1.VirtualMachineInstance{}, &corev1.PersistentVolumeClaim{}, &corev1.Secret{}}
-	if cdi {
+	if apis.dataVolumes {
 		informers = append(informers, &cdiv1beta1.DataVolume{})
 	} else {
 		ctrl.Log.WithName("setup").Info("CDI is not installed: data disks are bare PVCs only")
 	}
-	kv, err := served(mgr, kubevirtv1.SchemeGroupVersion.WithKind("KubeVirt"))
-	if err != nil {
-		return err
+	if apis.kubeVirt, err = served(mgr, kubevirtv1.SchemeGroupVersion.WithKind("KubeVirt")); err != nil {
+		return apis, err
 	}
-	if kv {
+	if apis.kubeVirt {
 		// The default architecture of VMs that name none.
 		informers = append(informers, &kubevirtv1.KubeVirt{})
 	} else {
@@ -106,48 +140,57 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	for _, obj := range informers {
 		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
-			return fmt.Errorf("start informer for %T: %w", obj, err)
+			return apis, fmt.Errorf("start informer for %T: %w", obj, err)
 		}
 	}
+	return apis, nil
+}
 
-	engine := validate.NewEngine(policyEvalTimeout)
-	modes := &atomic.Pointer[validate.Modes]{}
-	policyMetrics := validate.DefaultMetrics()
+// policies are the Rego engine, the enforcement modes and the policy
+// metrics, which the validating webhooks, the policy loader and the audit
+// share.
+type policies struct {
+	engine  *validate.Engine
+	modes   *atomic.Pointer[policy.Modes]
+	metrics *validate.Metrics
+}
 
-	cluster := mutate.CacheCluster{
-		Lookup: disks.Cache{Reader: mgr.GetCache(), NoDataVolumes: !cdi},
-		Reader: mgr.GetCache(), NoKubeVirt: !kv, Namespace: opts.Namespace,
+// newCacheCluster is what the mutating webhook reads of the cluster: mgr's
+// cache, on the informers startInformers started.
+func newCacheCluster(mgr ctrl.Manager, opts Options, apis servedAPIs) mutate.CacheCluster {
+	return mutate.CacheCluster{
+		Lookup: disks.Cache{Reader: mgr.GetCache(), NoDataVolumes: !apis.dataVolumes},
+		Reader: mgr.GetCache(), NoKubeVirt: !apis.kubeVirt, Namespace: opts.Namespace,
 	}
-	// The lifecycle controller's user: its requests alone change the
-	// annotations it writes on VMs.
-	identity, err := whoAmI(ctx, mgr.GetConfig())
-	if err != nil {
-		return err
-	}
-	verifier := provenance.Verifier{Reader: mgr.GetAPIReader()}
+}
+
+// registerWebhooks registers every admission webhook on mgr's webhook
+// server. The mutating webhook lets only identity change the lifecycle
+// controller's annotations.
+func registerWebhooks(mgr ctrl.Manager, opts Options, cluster mutate.CacheCluster, identity string, p policies, snaps validate.Snapshotter) {
 	srv := mgr.GetWebhookServer()
 	// Every path answers only AdmissionReviews: anything else is a 400.
 	register := func(path string, h admission.Handler) {
 		srv.Register(path, RequireAdmissionReview(&webhook.Admission{Handler: h}))
 	}
-	register(mutate.Path, mutate.NewHandler(cluster, mutate.WithPolicyRevision(engine.Revision), mutate.WithController(identity)))
+	register(mutate.Path, mutate.NewHandler(cluster, mutate.WithPolicyRevision(p.engine.Revision), mutate.WithController(identity)))
 	register(validate.VMPath, &validate.VMHandler{
-		Engine: engine, Modes: modes, Client: mgr.GetClient(), Verifier: verifier, DryRun: policyMetrics.DryRunViolation,
-		Recorder: mgr.GetEventRecorder("virtstation-policy"), Metrics: policyMetrics,
-		Snapshots: validate.Snapshotter{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), NoDataVolumes: !cdi, Grace: opts.ClaimGrace},
+		Engine: p.engine, Modes: p.modes, Client: mgr.GetClient(), Verifier: provenance.Verifier{Reader: mgr.GetAPIReader()},
+		DryRun: p.metrics.DryRunViolation, Recorder: mgr.GetEventRecorder("virtstation-policy"), Metrics: p.metrics,
+		Snapshots: snaps,
 	})
-	register(validate.UnmanagedVMPath, &validate.UnmanagedVMHandler{
-		Modes: modes, DryRun: policyMetrics.DryRunViolation,
-		Snapshots: validate.Snapshotter{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), NoDataVolumes: !cdi, Grace: opts.ClaimGrace},
-	})
-	claimSnaps := validate.Snapshotter{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), NoDataVolumes: !cdi, Grace: opts.ClaimGrace}
-	register(validate.VMIPath, validate.NewVMIHandler(claimSnaps, modes, policyMetrics.DryRunViolation))
-	register(validate.VMStatusPath, validate.NewVMStatusHandler(claimSnaps, modes, policyMetrics.DryRunViolation))
+	register(validate.UnmanagedVMPath, &validate.UnmanagedVMHandler{Modes: p.modes, DryRun: p.metrics.DryRunViolation, Snapshots: snaps})
+	register(validate.VMIPath, validate.NewVMIHandler(snaps, p.modes, p.metrics.DryRunViolation))
+	register(validate.VMStatusPath, validate.NewVMStatusHandler(snaps, p.modes, p.metrics.DryRunViolation))
 	register(validate.ConfigMapPath, &validate.ConfigMapValidator{Namespace: opts.Namespace, Reader: mgr.GetAPIReader()})
 	register(claims.DeletionGuardPath, &claims.DeletionGuard{Reader: mgr.GetAPIReader(), Grace: opts.ClaimGrace})
+}
 
-	recorder := mgr.GetEventRecorder("virtstation-webhook")
-	reporter := &report.Reporter{Reader: mgr.GetCache(), Recorder: recorder}
+// setupReconcilers registers the controllers: the injection reporter, the
+// per-VM Secrets (user-data, SSH keys), the policy audit and loader, the
+// claim releaser and the lifecycle controller, which acts as identity.
+func setupReconcilers(ctx context.Context, mgr ctrl.Manager, opts Options, apis servedAPIs, identity string, p policies, snaps validate.Snapshotter) error {
+	reporter := &report.Reporter{Reader: mgr.GetCache(), Recorder: mgr.GetEventRecorder("virtstation-webhook")}
 	if err := reporter.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up injection reporter: %w", err)
 	}
@@ -158,24 +201,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := userData.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up user-data sync: %w", err)
 	}
-	auditor, err := newAuditor(mgr, opts, engine, modes, validate.Snapshotter{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), NoDataVolumes: !cdi, Grace: opts.ClaimGrace})
-	if err != nil {
+	if err := setupPolicies(ctx, mgr, opts, apis, p, snaps); err != nil {
 		return err
 	}
-	if !opts.NoAudit {
-		if err := auditor.SetupWithManager(mgr, !cdi); err != nil {
-			return fmt.Errorf("set up policy audit: %w", err)
-		}
-	}
-	loader := &validate.PolicyLoader{
-		Client: mgr.GetClient(), Reader: mgr.GetCache(), Namespace: opts.Namespace, Engine: engine,
-		Recorder: mgr.GetEventRecorder("virtstation-policy"), Modes: modes, Metrics: policyMetrics,
-		OnChange: auditor.PolicyChanged,
-	}
-	if err := loader.SetupWithManager(ctx, mgr); err != nil {
-		return fmt.Errorf("set up policy loader: %w", err)
-	}
-	releaser := &claims.Releaser{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Reader: mgr.GetCache(), Grace: opts.ClaimGrace, NoDataVolumes: !cdi}
+	releaser := &claims.Releaser{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Reader: mgr.GetCache(), Grace: opts.ClaimGrace, NoDataVolumes: !apis.dataVolumes}
 	if err := releaser.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up claim releaser: %w", err)
 	}
@@ -186,13 +215,39 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := sshKeys.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up ssh key sync: %w", err)
 	}
-	if err := setupLifecycle(mgr, opts, identity); err != nil {
+	return setupLifecycle(mgr, opts, identity)
+}
+
+// setupPolicies registers the policy audit (unless opts.NoAudit) and the
+// policy loader, which tells the audit when the policies change.
+func setupPolicies(ctx context.Context, mgr ctrl.Manager, opts Options, apis servedAPIs, p policies, snaps validate.Snapshotter) error {
+	auditor, err := newAuditor(mgr, opts, p.engine, p.modes, snaps)
+	if err != nil {
 		return err
 	}
+	if !opts.NoAudit {
+		if err := auditor.SetupWithManager(mgr, !apis.dataVolumes); err != nil {
+			return fmt.Errorf("set up policy audit: %w", err)
+		}
+	}
+	loader := &validate.PolicyLoader{
+		Client: mgr.GetClient(), Reader: mgr.GetCache(), Namespace: opts.Namespace, Engine: p.engine,
+		Recorder: mgr.GetEventRecorder("virtstation-policy"), Modes: p.modes, Metrics: p.metrics,
+		OnChange: auditor.PolicyChanged,
+	}
+	if err := loader.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("set up policy loader: %w", err)
+	}
+	return nil
+}
+
+// addChecks adds the liveness check and the readiness checks: the webhook
+// server has started, the policies are loaded, the informers have synced.
+func addChecks(mgr ctrl.Manager, engine *validate.Engine) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("webhook-server", srv.StartedChecker()); err != nil {
+	if err := mgr.AddReadyzCheck("webhook-server", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("policies", engine.ReadyCheck); err != nil {
@@ -210,7 +265,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 
 // newAuditor is the policy audit, writing the report kinds opts asks for
 // that the cluster serves.
-func newAuditor(mgr ctrl.Manager, opts Options, engine *validate.Engine, modes *atomic.Pointer[validate.Modes], snaps validate.Snapshotter) (*audit.Auditor, error) {
+func newAuditor(mgr ctrl.Manager, opts Options, engine *validate.Engine, modes *atomic.Pointer[policy.Modes], snaps validate.Snapshotter) (*audit.Auditor, error) {
 	var wanted []schema.GroupVersionKind
 	if !opts.NoPolicyReports {
 		wanted = append(wanted, policyreport.WGPolicy)

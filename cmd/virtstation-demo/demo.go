@@ -35,84 +35,119 @@ import (
 // shortly after each admission.
 const demoEventWait = 5 * time.Second
 
+// runDemo runs the demo as args ask and returns its exit code.
 func runDemo(ctx context.Context, args []string, s streams) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(s.err)
-	dir := fs.String("f", "examples", "directory of manifests to apply, in file-name order")
-	kubeconfig := fs.String("kubeconfig", filepath.Join(os.TempDir(), "virtstation-demo", "kubeconfig"), "where to write a kubeconfig for the demo control plane")
-	verbose := fs.Bool("v", false, "show the webhook server's and the bridge's logs")
-	bridgeAddr := fs.String("bridge-address", "127.0.0.1:8090", "where the demo's bridge listens")
-	if err := fs.Parse(args); err != nil {
+	fl, err := parseDemoFlags(args, s.err)
+	if err != nil {
 		return exitBadInput
 	}
 	level := zapcore.ErrorLevel
-	if *verbose {
+	if fl.verbose {
 		level = zapcore.InfoLevel
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(s.err), zap.Level(level)))
 
-	objs, err := readDir(*dir)
+	objs, err := readDir(fl.dir)
 	if err != nil {
-		fmt.Fprintf(s.err, "demo: %v\n", err)
-		return exitBadInput
+		return failed(s, exitBadInput, err)
 	}
 	mode, err := parseGuestMode(os.Getenv(guestEnv))
 	if err != nil {
-		fmt.Fprintf(s.err, "demo: %v\n", err)
-		return exitBadInput
+		return failed(s, exitBadInput, err)
 	}
-	// Absolute: the user's kubeconfig names the token and CA files.
-	userDir, err := filepath.Abs(filepath.Dir(*kubeconfig))
+	in, err := prepareDemo(fl, objs, mode, s.out)
 	if err != nil {
-		fmt.Fprintf(s.err, "demo: %v\n", err)
-		return exitFailure
+		return failed(s, exitFailure, err)
+	}
+	return serveDemo(ctx, fl, in, s)
+}
+
+// demoFlags are the demo's command line.
+type demoFlags struct {
+	dir, kubeconfig, bridgeAddr string
+	verbose                     bool
+}
+
+// parseDemoFlags parses args; errors and -h's usage go to stderr.
+func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var fl demoFlags
+	fs.StringVar(&fl.dir, "f", "examples", "directory of manifests to apply, in file-name order")
+	fs.StringVar(&fl.kubeconfig, "kubeconfig", filepath.Join(os.TempDir(), "virtstation-demo", "kubeconfig"), "where to write a kubeconfig for the demo control plane")
+	fs.BoolVar(&fl.verbose, "v", false, "show the webhook server's and the bridge's logs")
+	fs.StringVar(&fl.bridgeAddr, "bridge-address", "127.0.0.1:8090", "where the demo's bridge listens")
+	return fl, fs.Parse(args)
+}
+
+// failed reports err on stderr and returns the exit code.
+func failed(s streams, code int, err error) int {
+	fmt.Fprintf(s.err, "demo: %v\n", err)
+	return code
+}
+
+// demoInput is what the demo applies, where it writes the user's files,
+// and the guest that plays dev-alice's machine.
+type demoInput struct {
+	objs  []render.Object
+	files demoFiles
+	guest guest
+}
+
+// prepareDemo prepares the guest and, for the Debian guest, alice's SSH
+// key, whose Secret goes before the VMs in objs.
+func prepareDemo(fl demoFlags, objs []render.Object, mode guestMode, out io.Writer) (demoInput, error) {
+	// Absolute: the user's kubeconfig names the token and CA files.
+	userDir, err := filepath.Abs(filepath.Dir(fl.kubeconfig))
+	if err != nil {
+		return demoInput{}, err
 	}
 	files := demoFiles{dir: userDir}
-	g, err := prepareGuest(mode, s.out)
+	g, err := prepareGuest(mode, out)
 	if err != nil {
-		fmt.Fprintf(s.err, "demo: %v\n", err)
-		return exitFailure
+		return demoInput{}, err
 	}
 	if mode == debianGuest {
 		// Before the VMs: cloudInit propagation writes the namespace's
 		// keys into the user-data when the webhook admits dev-alice.
 		pub, err := writeDemoKey(files)
 		if err != nil {
-			fmt.Fprintf(s.err, "demo: %v\n", err)
-			return exitFailure
+			return demoInput{}, err
 		}
 		objs = withBeforeVMs(objs, keySecret(pub))
-		fmt.Fprintf(s.out, "%s's SSH key: %s (private), %s.pub; the public key goes in Secret %s/%s.\n", demoUser, files.sshKey(), files.sshKey(), demoNamespace, demoKeySecret)
+		fmt.Fprintf(out, "%s's SSH key: %s (private), %s.pub; the public key goes in Secret %s/%s.\n", demoUser, files.sshKey(), files.sshKey(), demoNamespace, demoKeySecret)
 	}
+	return demoInput{objs: objs, files: files, guest: g}, nil
+}
+
+// serveDemo starts the control plane, applies in.objs and shows what the
+// webhooks and the audit made of them, serves the bridge, and runs until
+// ctx ends (or at once with DEMO_EXIT=1).
+func serveDemo(ctx context.Context, fl demoFlags, in demoInput, s streams) int {
 	fmt.Fprintln(s.out, "Starting kube-apiserver, etcd and the Virtstation webhook (first run on a machine builds the binaries)...")
 	env, err := testenv.Start(ctx)
 	if err != nil {
-		fmt.Fprintf(s.err, "demo: %v\n", err)
-		return exitFailure
+		return failed(s, exitFailure, err)
 	}
 	defer func() {
 		if err := env.Stop(); err != nil {
 			fmt.Fprintf(s.err, "demo: stop: %v\n", err)
 		}
 	}()
-	if err := writeKubeconfig(env, *kubeconfig); err != nil {
-		fmt.Fprintf(s.err, "demo: %v\n", err)
-		return exitFailure
+	if err := writeKubeconfig(env, fl.kubeconfig); err != nil {
+		return failed(s, exitFailure, err)
 	}
 	fmt.Fprintf(s.out, "Control plane up at %s\n\n", env.Config.Host)
 
-	if err := applyAndShow(ctx, env, objs, s.out); err != nil {
-		fmt.Fprintf(s.err, "demo: %v\n", err)
-		return exitFailure
+	if err := applyAndShow(ctx, env, in.objs, s.out); err != nil {
+		return failed(s, exitFailure, err)
 	}
 	if err := showAudit(ctx, env, s.out); err != nil {
-		fmt.Fprintf(s.err, "demo: %v\n", err)
-		return exitFailure
+		return failed(s, exitFailure, err)
 	}
-	stopBridge, err := demoBridge(ctx, env, *bridgeAddr, files, g, s.out)
+	stopBridge, err := demoBridge(ctx, env, fl.bridgeAddr, in.files, in.guest, s.out)
 	if err != nil {
-		fmt.Fprintf(s.err, "demo: bridge: %v\n", err)
-		return exitFailure
+		return failed(s, exitFailure, fmt.Errorf("bridge: %w", err))
 	}
 	defer func() {
 		if err := stopBridge(); err != nil {
@@ -122,8 +157,8 @@ func runDemo(ctx context.Context, args []string, s streams) int {
 	if os.Getenv("DEMO_EXIT") == "1" {
 		return exitOK
 	}
-	showIdleStop(ctx, env, *kubeconfig, s.out)
-	fmt.Fprintf(s.out, "\nThe control plane keeps running. Try:\n  kubectl --kubeconfig %s get vm -A\nCtrl-C stops it.\n", *kubeconfig)
+	showIdleStop(ctx, env, fl.kubeconfig, s.out)
+	fmt.Fprintf(s.out, "\nThe control plane keeps running. Try:\n  kubectl --kubeconfig %s get vm -A\nCtrl-C stops it.\n", fl.kubeconfig)
 	<-ctx.Done()
 	return exitOK
 }

@@ -49,48 +49,80 @@ const demoServerIdleTimeout = 2 * time.Minute
 // token, the demo CA and a kubeconfig for virtctl to f, and prints how to
 // reach it. It returns a stop function, which also stops the guest.
 func demoBridge(ctx context.Context, env *testenv.Env, addr string, f demoFiles, g guest, out io.Writer) (func() error, error) {
-	m := &demoMachine{env: env, log: out}
-	opts := []bridgestack.Option{bridgestack.WithVirtAPI(m.virtAPI())}
-	var bridgeOpts bridge.Options
-	if g.mode == debianGuest {
-		// The bridge's SSH dials this port at every boot.
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		bridgeOpts.SSHPort = port
-		// dev-alice's own machine; the stack's echo machine is not needed.
-		opts = append(opts, bridgestack.WithoutQEMU())
-		m.boot = func(ctx context.Context) (demoGuest, error) {
-			return bootGuest(ctx, env, m.stack, g.image, f, port, out)
-		}
-		fmt.Fprintf(out, "\nStarting the bridge; dev-alice boots as KubeVirt would start it (the VMI from KubeVirt's own code, the VM's disks as virt-launcher presents them)...\n")
-	} else {
-		m.boot = func(ctx context.Context) (demoGuest, error) { return echoRunning{}, echoVMI(ctx, env, m.stack) }
-		fmt.Fprintf(out, "\nStarting the bridge, with QEMU playing %s/%s's machine...\n", demoNamespace, demoVM)
+	m, opts, bridgeOpts, err := newDemoMachine(env, f, g, out)
+	if err != nil {
+		return nil, err
 	}
 	stack, err := bridgestack.Start(ctx, env.Config, env.FrontProxy, env.RepoRoot, opts...)
 	if err != nil {
 		return nil, err
 	}
 	m.stack = stack
+	c, stop, err := serveDemoBridge(ctx, env, m, addr, f, bridgeOpts)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeDemoKubeconfig(c.base, f); err != nil {
+		return nil, errors.Join(err, stop())
+	}
+	if err := proveThroughBridge(ctx, c, m, f, out); err != nil {
+		return nil, errors.Join(err, stop())
+	}
+	showBridgeUsage(out, c.base, f, bridgeOpts.SSHPort)
+	return stop, nil
+}
+
+// newDemoMachine is dev-alice's machine as g plays it, with the bridge
+// stack's and the bridge's options that go with it: the Debian guest boots
+// as KubeVirt would start it, with its SSH port forwarded; the echo guest
+// is the stack's own QEMU.
+func newDemoMachine(env *testenv.Env, f demoFiles, g guest, out io.Writer) (*demoMachine, []bridgestack.Option, bridge.Options, error) {
+	m := &demoMachine{env: env, log: out}
+	opts := []bridgestack.Option{bridgestack.WithVirtAPI(m.virtAPI())}
+	var bridgeOpts bridge.Options
+	if g.mode != debianGuest {
+		m.boot = func(ctx context.Context) (demoGuest, error) { return echoRunning{}, echoVMI(ctx, env, m.stack) }
+		fmt.Fprintf(out, "\nStarting the bridge, with QEMU playing %s/%s's machine...\n", demoNamespace, demoVM)
+		return m, opts, bridgeOpts, nil
+	}
+	// The bridge's SSH dials this port at every boot.
+	port, err := freePort()
+	if err != nil {
+		return nil, nil, bridgeOpts, err
+	}
+	bridgeOpts.SSHPort = port
+	// dev-alice's own machine; the stack's echo machine is not needed.
+	opts = append(opts, bridgestack.WithoutQEMU())
+	m.boot = func(ctx context.Context) (demoGuest, error) {
+		return bootGuest(ctx, env, m.stack, g.image, f, port, out)
+	}
+	fmt.Fprintf(out, "\nStarting the bridge; dev-alice boots as KubeVirt would start it (the VMI from KubeVirt's own code, the VM's disks as virt-launcher presents them)...\n")
+	return m, opts, bridgeOpts, nil
+}
+
+// serveDemoBridge serves a bridge replica with opts on m's stack over TLS
+// on addr, and returns a client of it as the demo user and the function
+// that stops it, m's guest and the stack. When it fails, it stops the
+// stack itself.
+func serveDemoBridge(ctx context.Context, env *testenv.Env, m *demoMachine, addr string, f demoFiles, opts bridge.Options) (bridgeClient, func() error, error) {
+	stack := m.stack
 	// The bridge's own context: its Lease watch must end before the API
 	// server is stopped.
 	bctx, cancel := context.WithCancel(ctx)
-	srv, token, err := demoBridgeServer(bctx, env, stack, f.token(), bridgeOpts)
+	srv, token, err := demoBridgeServer(bctx, env, stack, f.token(), opts)
 	if err != nil {
 		cancel()
-		return nil, errors.Join(err, stack.Stop())
+		return bridgeClient{}, nil, errors.Join(err, stack.Stop())
 	}
 	serverTLS, clientTLS, err := demoTLS(f)
 	if err != nil {
 		cancel()
-		return nil, errors.Join(err, stack.Stop())
+		return bridgeClient{}, nil, errors.Join(err, stack.Stop())
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		cancel()
-		return nil, errors.Join(fmt.Errorf("bridge address %s: %w (choose another with --bridge-address)", addr, err), stack.Stop())
+		return bridgeClient{}, nil, errors.Join(fmt.Errorf("bridge address %s: %w (choose another with --bridge-address)", addr, err), stack.Stop())
 	}
 	hs := &http.Server{Handler: srv, TLSConfig: serverTLS, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: demoServerIdleTimeout}
 	go func() { _ = hs.ServeTLS(ln, "", "") }()
@@ -104,23 +136,26 @@ func demoBridge(ctx context.Context, env *testenv.Env, addr string, f demoFiles,
 		waitErr := srv.Wait(wctx)
 		return errors.Join(closeErr, waitErr, m.close(ctx), stack.Stop())
 	}
+	return bridgeClient{base: "https://" + dialAddr(ln.Addr()), token: token, tls: clientTLS}, stop, nil
+}
 
-	base := "https://" + dialAddr(ln.Addr())
-	if err := writeDemoKubeconfig(base, f); err != nil {
-		return nil, errors.Join(err, stop())
-	}
-	c := bridgeClient{base: base, token: token, tls: clientTLS}
+// proveThroughBridge starts dev-alice through the bridge and proves the
+// running guest through it as a user would: the Debian guest's login
+// prompt and SSH session, or the echo guest's answer on the console.
+func proveThroughBridge(ctx context.Context, c bridgeClient, m *demoMachine, f demoFiles, out io.Writer) error {
 	running, err := startThroughBridge(ctx, c, m, out)
-	if err == nil {
-		if booted, ok := running.(*bootedGuest); ok {
-			err = proveGuest(ctx, booted, c, f, out)
-		} else {
-			err = demoConsole(c, echoProof, out)
-		}
-	}
 	if err != nil {
-		return nil, errors.Join(err, stop())
+		return err
 	}
+	if booted, ok := running.(*bootedGuest); ok {
+		return proveGuest(ctx, booted, c, f, out)
+	}
+	return demoConsole(c, echoProof, out)
+}
+
+// showBridgeUsage prints how to reach dev-alice through the bridge at
+// base: virtctl, curl and a browser, and SSH when sshPort is not 0.
+func showBridgeUsage(out io.Writer, base string, f demoFiles, sshPort int) {
 	vmPath := "/api/v1/namespaces/" + demoNamespace + "/virtualmachines/" + demoVM
 	uiPath := "/ui/namespaces/" + demoNamespace + "/virtualmachines/" + demoVM
 	kc := f.kubeconfig()
@@ -141,13 +176,12 @@ Try (virtctl sends its token only over TLS, hence the CA):
 		kc, demoVM, kc, demoVM, kc, demoVM,
 		f.ca(), f.token(), base, vmPath,
 		base, uiPath, f.token())
-	if bridgeOpts.SSHPort != 0 {
+	if sshPort != 0 {
 		fmt.Fprintf(out, `  SSH in the browser: the page's SSH tab, user %s, the private key %s
   SSH from here, straight to the guest's forwarded port (not through the bridge):
     ssh -i %s -p %d -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null %s@127.0.0.1
-`, demoUser, f.sshKey(), f.sshKey(), bridgeOpts.SSHPort, demoUser)
+`, demoUser, f.sshKey(), f.sshKey(), sshPort, demoUser)
 	}
-	return stop, nil
 }
 
 // echoVMI gives dev-alice a running instance whose console and display are

@@ -16,7 +16,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/internal/proc"
 	"github.com/virtstation/virtstation/internal/qemu"
 )
 
@@ -592,27 +592,10 @@ func kubecliREST(t *testing.T, cfg *rest.Config) *rest.RESTClient {
 
 // syncBuffer is an output stream the test reads while the demo writes it.
 type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	proc.Output
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *syncBuffer) Len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Len()
-}
+func (b *syncBuffer) Len() int { return len(b.String()) }
 
 // waitFor is closed once the stream holds s; never if ctx ends first.
 func (b *syncBuffer) waitFor(ctx context.Context, s string) <-chan struct{} {

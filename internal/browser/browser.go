@@ -2,7 +2,6 @@ package browser
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,11 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/virtstation/virtstation/internal/proc"
 	"github.com/virtstation/virtstation/internal/testenv"
 )
 
@@ -35,7 +34,7 @@ type Browser struct {
 	cmd       *exec.Cmd
 	stdin     io.WriteCloser
 	replies   chan driverReply
-	stderr    *syncBuffer
+	stderr    *proc.Output // the driver's stderr, for failure messages
 	next      int
 	artifacts string
 }
@@ -46,24 +45,6 @@ type driverReply struct {
 	ID    int             `json:"id"`
 	Value json.RawMessage `json:"value"`
 	Error string          `json:"error"`
-}
-
-// syncBuffer collects the driver's stderr for failure messages.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }
 
 // Start starts the driver and Chromium; both end when the test does. It
@@ -96,7 +77,7 @@ func Start(t *testing.T) *Browser {
 	// Its own process group, so Chromium can be ended with the driver; and
 	// the driver dies with the test binary.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	b := &Browser{cmd: cmd, replies: make(chan driverReply), stderr: &syncBuffer{}, artifacts: artifacts}
+	b := &Browser{cmd: cmd, replies: make(chan driverReply), stderr: &proc.Output{}, artifacts: artifacts}
 	cmd.Stderr = b.stderr
 	if b.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/virtstation/virtstation/internal/proc"
 )
 
 // Path is Debian's nginx binary.
@@ -49,10 +51,9 @@ type Server struct {
 	// Dir is its directory: configuration, logs, temporary files.
 	Dir string
 
-	cmd    *exec.Cmd
-	exited chan struct{}
-	stderr *syncBuffer
-	once   sync.Once
+	process *proc.Process
+	stderr  *proc.Output
+	once    sync.Once
 }
 
 // Reserve returns a free 127.0.0.1 address for a listen directive.
@@ -108,7 +109,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Addr: opts.Addr, Dir: dir, exited: make(chan struct{}), stderr: &syncBuffer{}}
+	s := &Server{Addr: opts.Addr, Dir: dir, stderr: &proc.Output{}}
 	if err := s.launch(ctx, opts); err != nil {
 		if stopErr := s.Stop(); stopErr != nil {
 			err = errors.Join(err, stopErr)
@@ -143,28 +144,24 @@ func (s *Server) launch(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	s.cmd = exec.Command(Path, "-p", s.Dir+"/", "-c", filepath.Join(s.Dir, "nginx.conf"), "-e", "stderr")
-	s.cmd.Dir = s.Dir
-	s.cmd.Stdout = s.stderr
-	s.cmd.Stderr = s.stderr
+	cmd := exec.Command(Path, "-p", s.Dir+"/", "-c", filepath.Join(s.Dir, "nginx.conf"), "-e", "stderr")
+	cmd.Dir = s.Dir
+	cmd.Stdout = s.stderr
+	cmd.Stderr = s.stderr
 	// Its own process group, so Stop can end the worker too; SIGTERM when
 	// the test binary dies, so the master ends its worker itself.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM, Credential: cred}
-	if err := s.cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM, Credential: cred}
+	if s.process, err = proc.Start(cmd); err != nil {
 		return fmt.Errorf("start nginx: %w", err)
 	}
-	go func() {
-		_ = s.cmd.Wait()
-		close(s.exited)
-	}()
 	for {
 		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
 		if err == nil {
 			return c.Close()
 		}
 		select {
-		case <-s.exited:
-			return fmt.Errorf("nginx exited: %s\n%s", s.cmd.ProcessState, s.stderr.String())
+		case <-s.process.Exited():
+			return fmt.Errorf("nginx exited: %s\n%s", s.process.State(), s.stderr.String())
 		case <-ctx.Done():
 			return fmt.Errorf("nginx did not listen on %s: %w\n%s", s.Addr, ctx.Err(), s.stderr.String())
 		case <-time.After(probeInterval):
@@ -229,37 +226,19 @@ func (s *Server) Stop() error {
 	var err error
 	s.once.Do(func() {
 		defer func() { err = errors.Join(err, os.RemoveAll(s.Dir)) }()
-		if s.cmd == nil || s.cmd.Process == nil {
+		if s.process == nil {
 			return
 		}
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		_ = s.process.Signal(syscall.SIGTERM)
 		select {
-		case <-s.exited:
+		case <-s.process.Exited():
 		case <-time.After(stopGrace):
-			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-			<-s.exited
+			_ = syscall.Kill(-s.process.Pid(), syscall.SIGKILL)
+			<-s.process.Exited()
 			err = fmt.Errorf("nginx did not stop in %v after SIGTERM; killed", stopGrace)
 		}
 		// A worker that outlived its master would keep the port.
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		_ = syscall.Kill(-s.process.Pid(), syscall.SIGKILL)
 	})
 	return err
-}
-
-// syncBuffer collects nginx's output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -16,7 +16,7 @@ const clockTicks = 100
 // /proc (Linux only). Benchmarks read it before and after a run to see what
 // the VNC server's encoding cost.
 func (vm *VM) CPUTime() (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", vm.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", vm.process.Pid()))
 	if err != nil {
 		return 0, fmt.Errorf("qemu: read CPU time: %w", err)
 	}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/virtstation/virtstation/internal/proc"
 )
 
 // Binary is the emulator Start runs (Debian package qemu-system-x86).
@@ -49,9 +51,8 @@ type VM struct {
 	// takes screenshots; see Screendump. One client at a time.
 	QMPSocket string
 
-	cmd      *exec.Cmd
-	output   *syncBuffer
-	exited   chan struct{} // closed once cmd.Wait has returned
+	process  *proc.Process
+	output   *proc.Output
 	files    []string
 	stopOnce sync.Once
 	stopErr  error
@@ -110,8 +111,7 @@ func StartWith(ctx context.Context, dir string, opts Options) (*VM, error) {
 		VNCSocket:    filepath.Join(dir, "vnc.sock"),
 		SerialSocket: filepath.Join(dir, "serial.sock"),
 		QMPSocket:    filepath.Join(dir, "qmp.sock"),
-		output:       &syncBuffer{},
-		exited:       make(chan struct{}),
+		output:       &proc.Output{},
 	}
 	if len(vm.SerialSocket) > maxSocketPath {
 		return nil, fmt.Errorf("qemu: directory %q is too long for unix socket paths (at most %d bytes with the socket name)", dir, maxSocketPath)
@@ -126,18 +126,14 @@ func StartWith(ctx context.Context, dir string, opts Options) (*VM, error) {
 	if opts.LossyVNC {
 		vnc += ",lossy=on"
 	}
-	vm.cmd = exec.CommandContext(ctx, Binary, commandLine(image, vnc, vm.SerialSocket, vm.QMPSocket)...)
-	vm.cmd.Stdout, vm.cmd.Stderr = vm.output, vm.output
+	cmd := exec.CommandContext(ctx, Binary, commandLine(image, vnc, vm.SerialSocket, vm.QMPSocket)...)
+	cmd.Stdout, cmd.Stderr = vm.output, vm.output
 	// QEMU must not outlive a test binary that dies without calling Stop.
-	vm.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := vm.cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if vm.process, err = proc.Start(cmd); err != nil {
 		_ = os.Remove(image)
 		return nil, fmt.Errorf("start %s (Debian package qemu-system-x86): %w", Binary, err)
 	}
-	go func() {
-		_ = vm.cmd.Wait() // the exit status of a killed QEMU says nothing useful
-		close(vm.exited)
-	}()
 
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
@@ -223,7 +219,7 @@ func (vm *VM) dial(ctx context.Context, path string) (net.Conn, error) {
 			return conn, nil
 		}
 		select {
-		case <-vm.exited:
+		case <-vm.process.Exited():
 			return nil, fmt.Errorf("qemu exited before %s accepted connections%s", path, vm.outputSuffix())
 		case <-ctx.Done():
 			return nil, fmt.Errorf("qemu: %s: %w (last error: %w)%s", path, ctx.Err(), err, vm.outputSuffix())
@@ -254,10 +250,9 @@ func readUntil(ctx context.Context, conn net.Conn, want string) (string, error) 
 // Stop kills QEMU, waits for it to exit and removes the files Start wrote.
 func (vm *VM) Stop() error {
 	vm.stopOnce.Do(func() {
-		if err := vm.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		if err := vm.process.Kill(); err != nil {
 			vm.stopErr = fmt.Errorf("kill qemu: %w", err)
 		}
-		<-vm.exited
 		for _, f := range vm.files {
 			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 				vm.stopErr = errors.Join(vm.stopErr, err)
@@ -274,22 +269,4 @@ func (vm *VM) outputSuffix() string {
 		return ""
 	}
 	return "; qemu said: " + out
-}
-
-// syncBuffer is a bytes.Buffer safe for QEMU's output copier and readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,7 +1,6 @@
 package virtlauncher
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/internal/proc"
 	"github.com/virtstation/virtstation/internal/qemu"
 )
 
@@ -51,9 +51,8 @@ type Machine struct {
 	// Args is QEMU's command line (Domain's), for failure messages.
 	Args []string
 
-	cmd      *exec.Cmd
-	output   *lockedBuffer
-	exited   chan struct{}
+	process  *proc.Process
+	output   *proc.Output
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -68,8 +67,7 @@ func Start(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, o Option
 		AgentSocket:  filepath.Join(o.Dir, "agent.sock"),
 		SerialLog:    filepath.Join(o.Dir, "serial.log"),
 		SSHAddr:      o.SSHAddr,
-		output:       &lockedBuffer{},
-		exited:       make(chan struct{}),
+		output:       &proc.Output{},
 	}
 	if len(m.SerialSocket) > 100 {
 		return nil, fmt.Errorf("virtlauncher: directory %q is too long for unix socket paths", o.Dir)
@@ -89,17 +87,13 @@ func Start(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, o Option
 		return nil, err
 	}
 	m.Args = args
-	m.cmd = exec.Command(qemu.Binary, args...)
-	m.cmd.Stdout, m.cmd.Stderr = m.output, m.output
+	cmd := exec.Command(qemu.Binary, args...)
+	cmd.Stdout, cmd.Stderr = m.output, m.output
 	// QEMU must not outlive a test binary that dies without calling Stop.
-	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := m.cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if m.process, err = proc.Start(cmd); err != nil {
 		return nil, fmt.Errorf("start %s (Debian package qemu-system-x86): %w", qemu.Binary, err)
 	}
-	go func() {
-		_ = m.cmd.Wait()
-		close(m.exited)
-	}()
 	if err := m.waitSocket(ctx, m.QMPSocket); err != nil {
 		return nil, errors.Join(err, m.Stop())
 	}
@@ -164,7 +158,7 @@ func (m *Machine) waitSocket(ctx context.Context, path string) error {
 			return nil
 		}
 		select {
-		case <-m.exited:
+		case <-m.process.Exited():
 			return fmt.Errorf("virtlauncher: qemu exited: %s", strings.TrimSpace(m.output.String()))
 		case <-ctx.Done():
 			return fmt.Errorf("virtlauncher: qemu did not create %s: %w", path, ctx.Err())
@@ -187,7 +181,7 @@ func (m *Machine) WaitSerial(ctx context.Context, want string) (string, error) {
 			return after, nil
 		}
 		select {
-		case <-m.exited:
+		case <-m.process.Exited():
 			return "", fmt.Errorf("virtlauncher: qemu exited before the guest wrote %q: %s", want, strings.TrimSpace(m.output.String()))
 		case <-ctx.Done():
 			return "", fmt.Errorf("virtlauncher: the guest did not write %q on its serial console: %w; it wrote:\n%s", want, ctx.Err(), tail(m.Serial(), 3000))
@@ -213,7 +207,7 @@ func (m *Machine) WaitSSH(ctx context.Context) error {
 			}
 		}
 		select {
-		case <-m.exited:
+		case <-m.process.Exited():
 			return errors.New("virtlauncher: qemu exited before the guest's sshd answered")
 		case <-ctx.Done():
 			return fmt.Errorf("virtlauncher: the guest's sshd did not answer on %s: %w", m.SSHAddr, ctx.Err())
@@ -237,7 +231,7 @@ func (m *Machine) Shutdown(ctx context.Context) error {
 		return errors.Join(err, m.Stop())
 	}
 	select {
-	case <-m.exited:
+	case <-m.process.Exited():
 		return m.Stop()
 	case <-ctx.Done():
 		return errors.Join(fmt.Errorf("virtlauncher: the guest did not power off: %w", ctx.Err()), m.Stop())
@@ -247,28 +241,9 @@ func (m *Machine) Shutdown(ctx context.Context) error {
 // Stop kills QEMU and waits for it to exit. Safe to call more than once.
 func (m *Machine) Stop() error {
 	m.stopOnce.Do(func() {
-		if err := m.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		if err := m.process.Kill(); err != nil {
 			m.stopErr = fmt.Errorf("kill qemu: %w", err)
 		}
-		<-m.exited
 	})
 	return m.stopErr
-}
-
-// lockedBuffer collects QEMU's own output.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

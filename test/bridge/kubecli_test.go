@@ -28,6 +28,7 @@ import (
 
 	"github.com/virtstation/virtstation/bridge"
 	"github.com/virtstation/virtstation/bridge/relay"
+	"github.com/virtstation/virtstation/internal/proc"
 	"github.com/virtstation/virtstation/internal/testenv"
 	"github.com/virtstation/virtstation/internal/virthandler"
 )
@@ -146,32 +147,13 @@ type peerProcess struct {
 	name           string
 	cmd            *exec.Cmd
 	stdin          io.WriteCloser
-	stdout, stderr syncBuffer
+	stdout, stderr proc.Output
 	done           chan struct{}
 	err            error // set once done is closed
 }
 
-// syncBuffer collects a process's output; it is safe to read while the
-// process writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
-
 // waitOutput waits until the process's stdout (or stderr) holds want.
-func (pp *peerProcess) waitOutput(t *testing.T, buf *syncBuffer, want string, timeout time.Duration) string {
+func (pp *peerProcess) waitOutput(t *testing.T, buf *proc.Output, want string, timeout time.Duration) string {
 	t.Helper()
 	deadline := time.After(timeout)
 	for {

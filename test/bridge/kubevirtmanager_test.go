@@ -26,6 +26,7 @@ import (
 	"github.com/virtstation/virtstation/bridge"
 	"github.com/virtstation/virtstation/internal/browser"
 	"github.com/virtstation/virtstation/internal/nginx"
+	"github.com/virtstation/virtstation/internal/proc"
 	"github.com/virtstation/virtstation/internal/testenv"
 	"github.com/virtstation/virtstation/internal/virthandler"
 )
@@ -522,7 +523,7 @@ func TestBrowserKubeVirtManagerRefusal(t *testing.T) {
 	alice := k.mustDial(t, kubevirtManagerPath("v1alpha3", "ws1", "console"), tokens["alice"])
 	// alice's client keeps reading, so it answers the bridge's pings while
 	// the browser works.
-	echo := &syncBuffer{}
+	echo := &proc.Output{}
 	go func() {
 		for {
 			_, p, err := alice.ReadMessage()

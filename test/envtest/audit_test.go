@@ -19,6 +19,7 @@ import (
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/internal/testenv"
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/policyreport"
 	"github.com/virtstation/virtstation/webhooks/audit"
 	"github.com/virtstation/virtstation/webhooks/validate"
@@ -72,7 +73,7 @@ func TestPolicyAudit(t *testing.T) {
 			t.Fatalf("create %s: %v", name, err)
 		}
 	}
-	shipped := []string{api.RuleDiskClaim, "mount-path", "shared-memory"}
+	shipped := []string{policy.RuleDiskClaim, "mount-path", "shared-memory"}
 
 	// Every VM passes the shipped rules.
 	rep, gen := waitReport(t, ns, func(r policyreport.Report) error {
@@ -302,6 +303,6 @@ func TestOpenReports(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return wantResults(r, map[string]string{"ws-dana": "pass"}, []string{api.RuleDiskClaim, "mount-path", "shared-memory"}, "")
+		return wantResults(r, map[string]string{"ws-dana": "pass"}, []string{policy.RuleDiskClaim, "mount-path", "shared-memory"}, "")
 	})
 }

@@ -16,6 +16,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/policyreport"
 	"github.com/virtstation/virtstation/webhooks/validate"
 )
@@ -39,7 +40,7 @@ type Auditor struct {
 	APIReader client.Reader
 	// Engine and Modes are the validating webhook's.
 	Engine *validate.Engine
-	Modes  *atomic.Pointer[validate.Modes]
+	Modes  *atomic.Pointer[policy.Modes]
 	// Snapshots read the disk state as the validating webhook does.
 	Snapshots validate.Snapshotter
 	// Kinds are the report kinds to write (policyreport.WGPolicy,
@@ -151,7 +152,7 @@ func (a *Auditor) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 
 // policyState is the active policy set and modes.
 func (a *Auditor) policyState() policyState {
-	ps := policyState{revision: a.Engine.Revision(), rules: a.Engine.Rules(), modes: validate.Modes{}}
+	ps := policyState{revision: a.Engine.Revision(), rules: a.Engine.Rules(), modes: policy.Modes{}}
 	if a.Modes != nil {
 		if m := a.Modes.Load(); m != nil {
 			ps.modes = *m

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/policyreport"
 	"github.com/virtstation/virtstation/webhooks/validate"
 )
@@ -31,7 +32,7 @@ type judged struct {
 type policyState struct {
 	revision string
 	rules    []string
-	modes    validate.Modes
+	modes    policy.Modes
 }
 
 // AuditRequest is how the audit presents a stored VM to the policies: an

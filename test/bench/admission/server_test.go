@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/webhooks"
 	"github.com/virtstation/virtstation/webhooks/mutate"
@@ -127,7 +128,7 @@ func startServer(ctx context.Context, tb testing.TB, ns string) *server {
 	srv.Register(mutate.Path, webhooks.RequireAdmissionReview(&webhook.Admission{Handler: mutate.NewHandler(cluster,
 		mutate.WithPolicyRevision(engine.Revision))}))
 	srv.Register(validate.VMPath, webhooks.RequireAdmissionReview(&webhook.Admission{Handler: &validate.VMHandler{
-		Engine: engine, Modes: &atomic.Pointer[validate.Modes]{}, Client: s.patches,
+		Engine: engine, Modes: &atomic.Pointer[policy.Modes]{}, Client: s.patches,
 		Snapshots: validate.Snapshotter{Cache: reader, API: reader, Grace: claimGraceForLoad},
 	}}))
 	sctx, cancel := context.WithCancel(ctx)

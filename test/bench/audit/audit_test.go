@@ -28,6 +28,7 @@ import (
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/internal/testenv"
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/policyreport"
 	"github.com/virtstation/virtstation/webhooks/audit"
 	"github.com/virtstation/virtstation/webhooks/validate"
@@ -116,14 +117,14 @@ func BenchmarkPolicyAudit(b *testing.B) {
 		b.Fatal(err)
 	}
 	var cm corev1.ConfigMap
-	if err := apiReader.Get(ctx, client.ObjectKey{Namespace: testenv.InstallNamespace, Name: validate.ModesConfigMapName}, &cm); err != nil {
+	if err := apiReader.Get(ctx, client.ObjectKey{Namespace: testenv.InstallNamespace, Name: policy.ModesConfigMapName}, &cm); err != nil {
 		b.Fatal(err)
 	}
-	parsed, err := validate.ParseModes(cm.Data)
+	parsed, err := policy.ParseModes(cm.Data)
 	if err != nil {
 		b.Fatal(err)
 	}
-	modes := &atomic.Pointer[validate.Modes]{}
+	modes := &atomic.Pointer[policy.Modes]{}
 	modes.Store(&parsed)
 	snaps := validate.Snapshotter{Cache: cache, API: apiReader, Grace: testenv.ClaimGrace}
 	auditor := &audit.Auditor{

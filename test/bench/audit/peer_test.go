@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/webhooks/audit"
 	"github.com/virtstation/virtstation/webhooks/provenance"
 	"github.com/virtstation/virtstation/webhooks/validate"
@@ -36,7 +37,7 @@ type peerCost struct {
 
 // vmHandler is the validating webhook's handler, built as webhooks.Setup
 // builds it, on the benchmark's engine and modes.
-func vmHandler(mgr ctrl.Manager, engine *validate.Engine, modes *atomic.Pointer[validate.Modes], snaps validate.Snapshotter) *validate.VMHandler {
+func vmHandler(mgr ctrl.Manager, engine *validate.Engine, modes *atomic.Pointer[policy.Modes], snaps validate.Snapshotter) *validate.VMHandler {
 	m := validate.DefaultMetrics()
 	return &validate.VMHandler{
 		Engine: engine, Modes: modes, Client: mgr.GetClient(), Verifier: provenance.Verifier{Reader: mgr.GetAPIReader()},

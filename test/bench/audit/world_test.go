@@ -14,7 +14,7 @@ import (
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/internal/testenv"
-	"github.com/virtstation/virtstation/webhooks/validate"
+	"github.com/virtstation/virtstation/policy"
 )
 
 // kind is what VM i of the world looks like.
@@ -133,7 +133,7 @@ func (w world) disk(i int) *corev1.PersistentVolumeClaim {
 }
 
 // modes are the enforcement modes of the world: mount-path in dryrun.
-var modes = map[string]string{"mount-path": string(validate.ModeDryRun)}
+var modes = map[string]string{"mount-path": string(policy.ModeDryRun)}
 
 // webhookReadyTimeout bounds the wait for the webhook to load the modes and
 // its cache to see the disks.
@@ -157,7 +157,7 @@ func (w world) build(ctx context.Context, e *testenv.Env, c client.Client, clien
 	if err := parallel(clients, disks, func(i int) error { return c.Create(ctx, w.disk(i)) }); err != nil {
 		return 0, fmt.Errorf("create disks: %w", err)
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: testenv.InstallNamespace, Name: validate.ModesConfigMapName}, Data: modes}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: testenv.InstallNamespace, Name: policy.ModesConfigMapName}, Data: modes}
 	if err := c.Create(ctx, cm); err != nil {
 		return 0, fmt.Errorf("set the enforcement modes: %w", err)
 	}
