@@ -9,38 +9,19 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/lifecycle/defaults"
 )
 
-// defaults reads the VM's namespace's lifecycle defaults (ReadDefaults):
+// defaults reads the VM's namespace's lifecycle defaults (defaults.Read):
 // a ConfigMap that does not parse keeps what did and is reported by the
 // returned error.
 func (c *Controller) defaults(ctx context.Context, namespace string) (api.LifecycleDefaults, error) {
-	d, invalid, err := ReadDefaults(ctx, c.Reader, c.Namespace, namespace)
+	d, invalid, err := defaults.Read(ctx, c.Reader, c.Namespace, namespace)
 	return d, errors.Join(invalid, err)
-}
-
-// ReadDefaults reads the lifecycle defaults of namespace through r (the
-// manager's cache): its lifecycle ConfigMap over the install namespace's,
-// layered by api.LayerLifecycleDefaults, whose results it returns. The
-// controller and the mutating webhook both read them so.
-func ReadDefaults(ctx context.Context, r client.Reader, install, namespace string) (d api.LifecycleDefaults, invalid, err error) {
-	return api.LayerLifecycleDefaults(install, namespace, func(ns string) (map[string]string, bool, error) {
-		var cm corev1.ConfigMap
-		err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: api.LifecycleConfigMap}, &cm)
-		if apierrors.IsNotFound(err) {
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, err
-		}
-		return cm.Data, true, nil
-	})
 }
 
 // noteUnpause takes an unpause as activity: a VM whose last record is a

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/virtstation/virtstation/api"
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/policyreport"
 	"github.com/virtstation/virtstation/webhooks/validate"
 )
@@ -22,7 +23,7 @@ import (
 // admitted onto it in order as Render admits them; denied manifests are
 // not in it) against opts.Policies, each as an UPDATE of the VM onto
 // itself, with the disks' claims as the admissions left them. Rule modes
-// come from a ConfigMap named validate.ModesConfigMapName among the
+// come from a ConfigMap named policy.ModesConfigMapName among the
 // objects (the last one wins); without one every rule denies.
 //
 // It returns the reports, sorted by namespace: one per namespace with
@@ -130,7 +131,7 @@ func auditedVMs(cluster []Object, verdicts []Verdict, ns string) []auditedVM {
 // AuditRequest and evaluateVM) and returns its result for each rule; an
 // evaluation that fails (past the deadline: with the webhook's deadline
 // denial as the message) is an error result for every rule.
-func auditVM(ctx context.Context, engine *validate.Engine, w *diskWorld, vm auditedVM, rules []string, modes validate.Modes) ([]policyreport.Result, error) {
+func auditVM(ctx context.Context, engine *validate.Engine, w *diskWorld, vm auditedVM, rules []string, modes policy.Modes) ([]policyreport.Result, error) {
 	raw, err := json.Marshal(vm.object)
 	if err != nil {
 		return nil, err
@@ -156,23 +157,23 @@ func auditVM(ctx context.Context, engine *validate.Engine, w *diskWorld, vm audi
 }
 
 // auditModes reads the rule modes from the last ConfigMap named
-// validate.ModesConfigMapName among objs; none means every rule denies.
-func auditModes(objs []Object, ns string) (validate.Modes, error) {
+// policy.ModesConfigMapName among objs; none means every rule denies.
+func auditModes(objs []Object, ns string) (policy.Modes, error) {
 	var found *unstructured.Unstructured
 	for _, o := range objs {
 		u := &unstructured.Unstructured{Object: o}
-		if u.GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "ConfigMap"}) && u.GetName() == validate.ModesConfigMapName {
+		if u.GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "ConfigMap"}) && u.GetName() == policy.ModesConfigMapName {
 			found = u
 		}
 	}
 	if found == nil {
-		return validate.Modes{}, nil
+		return policy.Modes{}, nil
 	}
 	data, _, err := unstructured.NestedStringMap(found.Object, "data")
 	if err != nil {
 		return nil, fmt.Errorf("ConfigMap %s/%s: data: %w", namespaceOr(found.GetNamespace(), ns), found.GetName(), err)
 	}
-	modes, err := validate.ParseModes(data)
+	modes, err := policy.ParseModes(data)
 	if err != nil {
 		return nil, fmt.Errorf("ConfigMap %s/%s: %w", namespaceOr(found.GetNamespace(), ns), found.GetName(), err)
 	}

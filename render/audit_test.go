@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/policyreport"
 	"github.com/virtstation/virtstation/render"
 	"github.com/virtstation/virtstation/webhooks/validate"
@@ -49,7 +50,7 @@ func attaching(vm render.Object, disk string) render.Object {
 
 func modesConfigMap(data map[string]any) render.Object {
 	return render.Object{"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]any{"name": validate.ModesConfigMapName, "namespace": "virtstation-system"}, "data": data}
+		"metadata": map[string]any{"name": policy.ModesConfigMapName, "namespace": "virtstation-system"}, "data": data}
 }
 
 // outcomes lists each result as "report ns/vm(uid) rule=result mode", and

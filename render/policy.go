@@ -17,6 +17,7 @@ import (
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
 	"github.com/virtstation/virtstation/disks"
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/webhooks/validate"
 )
 
@@ -175,7 +176,7 @@ func (w *diskWorld) claim(ctx context.Context, ns, vm string, targets []validate
 // evaluate runs the policies on an admitted VM object, and enforces their
 // verdict under modes as the webhook does: a rule in warn mode warns, one in
 // dryrun mode admits.
-func evaluate(ctx context.Context, engine *validate.Engine, modes validate.Modes, w *diskWorld, op, ns, name string, object, oldObject Object) (field.ErrorList, []string, error) {
+func evaluate(ctx context.Context, engine *validate.Engine, modes policy.Modes, w *diskWorld, op, ns, name string, object, oldObject Object) (field.ErrorList, []string, error) {
 	raw, err := json.Marshal(object)
 	if err != nil {
 		return nil, nil, err

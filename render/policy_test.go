@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/render"
 	"github.com/virtstation/virtstation/webhooks"
 	"github.com/virtstation/virtstation/webhooks/validate"
@@ -42,7 +43,7 @@ func TestRenderSaysWhatTheWebhookSays(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := fake.NewClientBuilder().WithScheme(webhooks.NewScheme()).Build()
-	handler := &validate.VMHandler{Engine: engine, Modes: &atomic.Pointer[validate.Modes]{}, Snapshots: validate.Snapshotter{Cache: c, API: c}}
+	handler := &validate.VMHandler{Engine: engine, Modes: &atomic.Pointer[policy.Modes]{}, Snapshots: validate.Snapshotter{Cache: c, API: c}}
 
 	tests := map[string]struct {
 		name         string

@@ -23,6 +23,7 @@ import (
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/claims"
 	"github.com/virtstation/virtstation/disks"
+	"github.com/virtstation/virtstation/policy"
 	"github.com/virtstation/virtstation/sshkeys"
 	"github.com/virtstation/virtstation/webhooks/mutate"
 	"github.com/virtstation/virtstation/webhooks/validate"
@@ -125,7 +126,7 @@ type renderer struct {
 	opts Options
 	// ns is the namespace of objects that set none.
 	ns    string
-	modes validate.Modes
+	modes policy.Modes
 	// world is the disks and claims the policies see; static the cluster
 	// the mutation reads. VMs join both as they are admitted (add), so each
 	// admission costs the same however many came before.

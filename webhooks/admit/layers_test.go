@@ -66,6 +66,17 @@ func TestLayers(t *testing.T) {
 			packages: []string{module + "claims/..."},
 			allowed:  []string{"policy", "api", "mac", "webhooks/admit", "claims"},
 		},
+		"the lifecycle defaults reader sits on api": {
+			packages: []string{module + "lifecycle/defaults"},
+			allowed:  []string{"policy", "api", "mac", "lifecycle/defaults"},
+		},
+		// The webhooks and render read the lifecycle's defaults as the
+		// controller does (lifecycle/defaults), never the controller itself.
+		"the webhooks and render do not import the lifecycle controller": {
+			packages: []string{module + "webhooks/mutate/...", module + "webhooks/validate/...", module + "render/..."},
+			allowed: []string{"policy", "api", "mac", "claims", "cloudinit", "disks", "lifecycle/defaults", "policies", "policyreport", "render",
+				"sshkeys", "userdata", "vmsecret", "webhooks/admit", "webhooks/mutate", "webhooks/provenance", "webhooks/validate"},
+		},
 		"no webhook reaches into the mutating webhook": {
 			packages:  []string{module + "claims/...", module + "sshkeys/...", module + "webhooks/validate/..."},
 			forbidden: []string{"webhooks/mutate"},

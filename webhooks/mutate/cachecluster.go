@@ -12,7 +12,7 @@ import (
 
 	"github.com/virtstation/virtstation/api"
 	"github.com/virtstation/virtstation/disks"
-	"github.com/virtstation/virtstation/lifecycle"
+	"github.com/virtstation/virtstation/lifecycle/defaults"
 	"github.com/virtstation/virtstation/mac"
 )
 
@@ -96,7 +96,7 @@ func (c CacheCluster) DefaultArchitecture(ctx context.Context) (string, error) {
 }
 
 // LifecycleDefaults implements Cluster from the cache, as the lifecycle
-// controller reads them (lifecycle.ReadDefaults).
+// controller reads them (defaults.Read).
 func (c CacheCluster) LifecycleDefaults(ctx context.Context, namespace string) (d api.LifecycleDefaults, invalid, err error) {
-	return lifecycle.ReadDefaults(ctx, c.Reader, c.Namespace, namespace)
+	return defaults.Read(ctx, c.Reader, c.Namespace, namespace)
 }
