@@ -129,7 +129,29 @@ func (v *ConfigMapValidator) Handle(ctx context.Context, req admission.Request) 
 // validatePolicy compiles and tests the policy set with cm's modules in it.
 // err is set only when the check itself could not run.
 func (v *ConfigMapValidator) validatePolicy(ctx context.Context, cm *corev1.ConfigMap) (field.ErrorList, []string, error) {
-	data := field.NewPath("data")
+	errs, warnings := policyShape(cm)
+	if own, _ := OperatorModules([]corev1.ConfigMap{*cm}); len(own) == 0 {
+		return errs, warnings, nil
+	}
+	cms, err := v.withOthers(ctx, cm)
+	if err != nil {
+		return nil, nil, err
+	}
+	operator, owners := OperatorModules(cms)
+	err = v.checkModules(ctx, Merge(ShippedModules(), operator))
+	if err == nil {
+		return errs, warnings, nil
+	}
+	ferrs, err := policyFieldErrors(err, cm.Name, owners)
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(errs, ferrs...), warnings, nil
+}
+
+// policyShape checks where cm keeps its modules: binaryData is refused,
+// and keys that are not modules are pointed out.
+func policyShape(cm *corev1.ConfigMap) (field.ErrorList, []string) {
 	var errs field.ErrorList
 	var warnings []string
 	for _, k := range slices.Sorted(maps.Keys(cm.BinaryData)) {
@@ -147,33 +169,39 @@ func (v *ConfigMapValidator) validatePolicy(ctx context.Context, cm *corev1.Conf
 			warnings = append(warnings, fmt.Sprintf("data[%s] is ignored: only keys ending in .rego are policy modules", k))
 		}
 	}
-	if len(own) == 0 {
-		return errs, warnings, nil
-	}
-	cms := []corev1.ConfigMap{*cm}
-	if v.Reader != nil {
-		others, err := ListPolicyConfigMaps(ctx, v.Reader, v.Namespace)
-		if err != nil {
-			return nil, nil, err
-		}
-		cms = cms[:0]
-		placed := false
-		for _, o := range others {
-			if o.Name == cm.Name {
-				continue
-			}
-			if !placed && o.Name > cm.Name {
-				cms, placed = append(cms, *cm), true
-			}
-			cms = append(cms, o)
-		}
-		if !placed {
-			cms = append(cms, *cm)
-		}
-	}
-	operator, owners := OperatorModules(cms)
-	modules := Merge(ShippedModules(), operator)
+	return errs, warnings
+}
 
+// withOthers is the policy ConfigMaps as they would be with cm applied: the
+// others of the namespace, in name order, with cm in its place.
+func (v *ConfigMapValidator) withOthers(ctx context.Context, cm *corev1.ConfigMap) ([]corev1.ConfigMap, error) {
+	if v.Reader == nil {
+		return []corev1.ConfigMap{*cm}, nil
+	}
+	others, err := ListPolicyConfigMaps(ctx, v.Reader, v.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	var cms []corev1.ConfigMap
+	placed := false
+	for _, o := range others {
+		if o.Name == cm.Name {
+			continue
+		}
+		if !placed && o.Name > cm.Name {
+			cms, placed = append(cms, *cm), true
+		}
+		cms = append(cms, o)
+	}
+	if !placed {
+		cms = append(cms, *cm)
+	}
+	return cms, nil
+}
+
+// checkModules compiles modules, runs their tests and times them on the
+// sample inputs, one check at a time.
+func (v *ConfigMapValidator) checkModules(ctx context.Context, modules []Module) error {
 	v.checking.Lock()
 	defer v.checking.Unlock()
 	compiler, err := Compile(modules)
@@ -187,6 +215,13 @@ func (v *ConfigMapValidator) validatePolicy(ctx context.Context, cm *corev1.Conf
 			return checkBudget(ctx, compiler, modules, Samples(), PolicyBudget)
 		})
 	}
+	return err
+}
+
+// policyFieldErrors says what checkModules found, on the ConfigMap named
+// name; err is returned when it is not a finding but a fault.
+func policyFieldErrors(err error, name string, owners map[string][]string) (field.ErrorList, error) {
+	data := field.NewPath("data")
 	var (
 		be *BudgetError
 		me *MemoryBudgetError
@@ -194,20 +229,19 @@ func (v *ConfigMapValidator) validatePolicy(ctx context.Context, cm *corev1.Conf
 		pe *PolicyError
 	)
 	switch {
-	case err == nil:
-		return errs, warnings, nil
 	case errors.As(err, &be):
-		return append(errs, budgetFieldError(be, cm.Name, owners)), warnings, nil
+		return field.ErrorList{budgetFieldError(be, name, owners)}, nil
 	case errors.As(err, &me):
-		return append(errs, memoryFieldError(me, cm.Name, owners)), warnings, nil
+		return field.ErrorList{memoryFieldError(me, name, owners)}, nil
 	case errors.As(err, &st):
-		return append(errs, field.Invalid(data, field.OmitValueType{}, st.Error())), warnings, nil
+		return field.ErrorList{field.Invalid(data, field.OmitValueType{}, st.Error())}, nil
 	case !errors.As(err, &pe):
-		return nil, nil, err
+		return nil, err
 	}
+	var errs field.ErrorList
 	for _, p := range pe.Problems {
 		fld := data
-		if o := owners[p.File]; len(o) > 0 && o[len(o)-1] == cm.Name {
+		if o := owners[p.File]; len(o) > 0 && o[len(o)-1] == name {
 			fld = data.Key(p.File)
 		} else if len(o) > 0 {
 			p.Message += fmt.Sprintf(" (in ConfigMap %s)", o[len(o)-1])
@@ -216,7 +250,7 @@ func (v *ConfigMapValidator) validatePolicy(ctx context.Context, cm *corev1.Conf
 		}
 		errs = append(errs, field.Invalid(fld, field.OmitValueType{}, p.String()))
 	}
-	return errs, warnings, nil
+	return errs, nil
 }
 
 // stepTimeout is a check that ran out of time.

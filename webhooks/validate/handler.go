@@ -67,6 +67,33 @@ type VMHandler struct {
 
 var _ admission.Handler = (*VMHandler)(nil)
 
+// judge evaluates the policies on r with the disks' states, and enforces
+// the modes: done with resp when the answer is not to allow (a denial, bad
+// input, a deadline, a fault); otherwise the warnings to give.
+func (h *VMHandler) judge(ctx context.Context, req admission.Request, r Request, self types.NamespacedName, states map[string]DiskState) (warnings []string, resp admission.Response, done bool) {
+	log := logf.FromContext(ctx).WithValues("uid", req.UID, "vm", self.String())
+	decision, err := h.Engine.EvaluateRequest(ctx, r, states)
+	var bad *badInputError
+	if errors.As(err, &bad) {
+		return nil, admission.Errored(http.StatusBadRequest, err), true
+	}
+	var late *DeadlineError
+	if errors.As(err, &late) {
+		return nil, h.deadlineDenied(ctx, req, self, late), true
+	}
+	if err != nil {
+		log.Error(err, "evaluate policies")
+		return nil, admit.Internal(req.UID, "evaluate its policies"), true
+	}
+	deny, warnings := enforce(log, h.Modes, h.DryRun, decision)
+	if len(deny) > 0 {
+		resp := admit.Deny(ViolationErrors(deny))
+		resp.Warnings = warnings
+		return nil, resp, true
+	}
+	return warnings, admission.Response{}, false
+}
+
 // Handle implements admission.Handler.
 func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if !admit.CreateOrUpdate(req) {
@@ -108,24 +135,9 @@ func (h *VMHandler) Handle(ctx context.Context, req admission.Request) admission
 			log.Error(err, "read disk state")
 			return admit.Internal(req.UID, "read the data disks' state")
 		}
-		decision, err := h.Engine.EvaluateRequest(ctx, r, snap.States)
-		var bad *badInputError
-		if errors.As(err, &bad) {
-			return admission.Errored(http.StatusBadRequest, err)
-		}
-		var late *DeadlineError
-		if errors.As(err, &late) {
-			return h.deadlineDenied(ctx, req, self, late)
-		}
-		if err != nil {
-			log.Error(err, "evaluate policies")
-			return admit.Internal(req.UID, "evaluate its policies")
-		}
-		deny, warnings := enforce(log, h.Modes, h.DryRun, decision)
-		if len(deny) > 0 {
-			resp := admit.Deny(ViolationErrors(deny))
-			resp.Warnings = warnings
-			return resp
+		warnings, judged, done := h.judge(ctx, req, r, self, snap.States)
+		if done {
+			return judged
 		}
 		if dryRun {
 			return withWarnings(admission.Allowed(""), warnings)
