@@ -18,10 +18,11 @@ import (
 // the raw object, which the patch is made against. A key that matches a
 // known field only when case is ignored, such as "Interfaces", is refused
 // with the key that was meant: the API server never sends one (its schema
-// prunes it), and render would otherwise drop it without a word.
+// prunes it), and render would otherwise drop it without a word. A key
+// given twice in one object is refused too.
 func DecodeVM(raw []byte) (*kubevirtv1.VirtualMachine, error) {
 	var d vmDecoding
-	strict, err := sigsjson.UnmarshalStrict(raw, &d, sigsjson.DisallowUnknownFields)
+	strict, err := sigsjson.UnmarshalStrict(raw, &d, sigsjson.DisallowUnknownFields, sigsjson.DisallowDuplicateFields)
 	if err != nil {
 		return nil, fmt.Errorf("decode VirtualMachine: %w", err)
 	}
@@ -29,6 +30,11 @@ func DecodeVM(raw []byte) (*kubevirtv1.VirtualMachine, error) {
 		var fe sigsjson.FieldError
 		if !errors.As(e, &fe) {
 			continue
+		}
+		// A key given twice: the typed view would keep one copy and the
+		// raw object's reading another. The API server never sends one.
+		if strings.HasPrefix(e.Error(), "duplicate field") {
+			return nil, fmt.Errorf("decode VirtualMachine: %w", e)
 		}
 		if want, ok := foldedField(vmType, fe.FieldPath()); ok {
 			return nil, fmt.Errorf("decode VirtualMachine: field .%s: keys are case-sensitive, want %q", fe.FieldPath(), want)

@@ -25,6 +25,8 @@ func TestDecodeVMKeyCase(t *testing.T) {
 		"keys differing only in case in a map":               {raw: `{"metadata":{"labels":{"a":"1","A":"2"}}}`},
 		"keys differing only in case below an unknown field": {raw: `{"spec":{"future":{"a":1,"A":2}}}`},
 		"a value of the wrong type":                          {raw: `{"spec":{"template":"yes"}}`, wantErr: "decode VirtualMachine"},
+		// The typed view would keep one copy, the raw reading another.
+		"a key given twice": {raw: `{"spec":{"template":{"spec":{"volumes":[{"name":"a"}],"volumes":[]}}}}`, wantErr: `duplicate field "spec.template.spec.volumes"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

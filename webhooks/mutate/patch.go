@@ -278,21 +278,56 @@ func merged(raw json.RawMessage, before, after any) any {
 }
 
 // mergedList is after, each item that was in before (by name, or equal
-// when it has none) carried forward from its raw item.
+// when it has none) carried forward from its raw item. Items are matched
+// through an index, so a list of N items costs O(N), not O(N²): a tenant
+// sends lists as long as the request allows.
 func mergedList(raw []json.RawMessage, before, after []any) []any {
-	used := make([]bool, len(before))
+	idx := indexItems(before)
 	out := make([]any, len(after))
 	for j, a := range after {
 		out[j] = a
-		for i, b := range before {
-			if !used[i] && sameItem(b, a) {
-				used[i] = true
-				out[j] = merged(raw[i], b, a)
-				break
-			}
+		if i, ok := idx.take(a); ok {
+			out[j] = merged(raw[i], before[i], a)
 		}
 	}
 	return out
+}
+
+// itemIndex finds list items by itemKey, each once, in list order.
+type itemIndex map[string][]int
+
+func indexItems(items []any) itemIndex {
+	idx := make(itemIndex, len(items))
+	for i, v := range items {
+		if k, ok := itemKey(v); ok {
+			idx[k] = append(idx[k], i)
+		}
+	}
+	return idx
+}
+
+// take is the first unused item with v's key.
+func (idx itemIndex) take(v any) (int, bool) {
+	k, ok := itemKey(v)
+	if !ok || len(idx[k]) == 0 {
+		return 0, false
+	}
+	i := idx[k][0]
+	idx[k] = idx[k][1:]
+	return i, true
+}
+
+// itemKey is what makes two items the same item (sameItem): the name, or,
+// for an item without one, its JSON encoding (canonical: map keys sorted).
+func itemKey(v any) (string, bool) {
+	if n, ok := itemName(v); ok {
+		return "name:" + n, true
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", false
+	}
+	return "value:" + string(b), true
 }
 
 // sameItem reports whether two list items are the same item: the same
